@@ -1,0 +1,132 @@
+"""`MultiTurnWrapper`: any text environment as a chat between a model and the environment."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gymnasium as gym
+
+from agentgym_envs.core import EpisodeOverError
+from agentgym_wrappers.parsers import ParseError, Parser, get_parser
+
+
+class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
+    """Turns a text env into a conversation: the model's replies in, observations out.
+
+    `reset` starts the chat (`messages`: the scenario's system prompt, then the first observation as
+    the user's message). `step(model_output)` records the reply as the assistant's message, parses
+    the action out of it, steps the env, and appends the observation as the next user message. A
+    reply with no parsable action costs a turn and is answered with a format reminder (the env is
+    not stepped). At `max_turns` turns the episode ends with `truncated=True`; `max_turns` may be
+    changed between episodes (the max-turn scheduler does). The final info holds `info["episode"]`:
+    turns, return, success, invalid replies, invalid actions, repeated actions and wall time.
+
+    Args:
+        env: A text env (`agentgym_envs.TextEnv`, or any Gymnasium env of strings).
+        max_turns: Turn limit; defaults to the scenario's `default_max_turns` (None: no limit).
+        parser: Parser name or callable; defaults to the scenario's `action_format`.
+        history: Keep only the last `history` exchanges in `messages` (the system prompt and the
+            first observation, which states the task, always stay). None keeps everything.
+        system_prompt: Overrides the scenario's system prompt.
+
+    Example:
+        >>> import gymnasium as gym, agentgym_envs
+        >>> env = MultiTurnWrapper(gym.make("AgentGym/BabyAI-GoToRedBallNoDists-v0"), max_turns=3)
+        >>> observation, info = env.reset(seed=0)
+        >>> [m["role"] for m in env.messages]
+        ['system', 'user']
+        >>> observation, reward, terminated, truncated, info = env.step("Hmm, I will turn.")
+        >>> observation.startswith("Your reply must end with")
+        True
+        >>> _ = env.step("Action: turn left"); _, _, _, truncated, info = env.step("Action: turn left")
+        >>> truncated, info["episode"]["turns"], info["episode"]["invalid_replies"]
+        (True, 3, 1)
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        max_turns: int | None = None,
+        parser: str | Parser | None = None,
+        history: int | None = None,
+        system_prompt: str | None = None,
+    ):
+        layer = env
+        while isinstance(layer, gym.Wrapper):
+            if isinstance(layer, MultiTurnWrapper):
+                raise ValueError("env is already wrapped in a MultiTurnWrapper; wrap the inner env once")
+            layer = layer.env
+        super().__init__(env)
+        base = env.unwrapped
+        self.max_turns = max_turns if max_turns is not None else getattr(base, "default_max_turns", None)
+        self.parser = get_parser(parser if parser is not None else getattr(base, "action_format", "action_line"))
+        if history is not None and history < 0:
+            raise ValueError(f"history must be None or >= 0, got {history}")
+        self.history = history
+        self.system_prompt = system_prompt if system_prompt is not None else getattr(base, "system_prompt", "")
+        self.transcript: list[dict[str, str]] = []
+        self._stats: dict[str, Any] = {}
+        self._last_action: str | None = None
+        self._last_info: dict[str, Any] = {}
+        self._started = 0.0
+        self._done = True
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        """The chat to prompt the model with (bounded by `history`)."""
+        head = 2 if self.system_prompt else 1
+        if self.history is None or len(self.transcript) <= head + 2 * self.history:
+            return [dict(m) for m in self.transcript]
+        tail = self.transcript[len(self.transcript) - 2 * self.history :] if self.history else []
+        return [dict(m) for m in self.transcript[:head] + tail]
+
+    @property
+    def turns(self) -> int:
+        return self._stats.get("turns", 0)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        observation, info = self.env.reset(seed=seed, options=options)
+        self.transcript = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        self.transcript.append({"role": "user", "content": observation})
+        self._stats = {"turns": 0, "return": 0.0, "invalid_replies": 0, "invalid_actions": 0, "repeated_actions": 0}
+        self._last_action, self._last_info = None, dict(info)
+        self._started = time.perf_counter()
+        self._done = False
+        return observation, info
+
+    def step(self, model_output: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if not isinstance(model_output, str):
+            raise TypeError(f"model_output must be a str (the model's reply), got {type(model_output).__name__}")
+        if self._done:
+            raise EpisodeOverError("the episode is over (or was never started); call reset() first")
+        stats = self._stats
+        stats["turns"] += 1
+        self.transcript.append({"role": "assistant", "content": model_output})
+        try:
+            action = self.parser(model_output)
+        except ParseError as reminder:
+            observation, reward, terminated, truncated = str(reminder), 0.0, False, False
+            info = {**self._last_info, "valid_action": False, "format_error": True}
+            stats["invalid_replies"] += 1
+        else:
+            observation, reward, terminated, truncated, info = self.env.step(action)
+            info = {**info, "format_error": False, "action": action}
+            stats["invalid_actions"] += info.get("valid_action", True) is False
+            stats["repeated_actions"] += action == self._last_action
+            self._last_action = action
+            self._last_info = info
+        stats["return"] += float(reward)
+        if not (terminated or truncated) and self.max_turns is not None and stats["turns"] >= self.max_turns:
+            truncated = True
+        self.transcript.append({"role": "user", "content": observation})
+        if terminated or truncated:
+            self._done = True
+            info["episode"] = {
+                **stats,
+                "success": bool(info.get("success", False)),
+                "terminated": bool(terminated),
+                "truncated": bool(truncated),
+                "wall_time": time.perf_counter() - self._started,
+            }
+        return observation, reward, terminated, truncated, info
