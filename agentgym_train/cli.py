@@ -1,0 +1,130 @@
+"""The `agentgym` command line: `list` and `play` (more subcommands come with the trainer and server).
+
+Imports stay light here (no torch): `agentgym list` and `agentgym play` work on the core install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+import time
+from typing import Any
+
+import gymnasium as gym
+
+import agentgym_envs
+
+
+def _sizes(env: Any) -> str:
+    base = env.unwrapped
+    return ", ".join(f"{split} {base._task_count(split):,}" for split in base.splits)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    ids = [i for i in agentgym_envs.registered_ids if fnmatch.fnmatch(i, args.pattern)]
+    if not ids:
+        print(f"no registered id matches {args.pattern!r}", file=sys.stderr)
+        return 1
+    rows = []
+    for env_id in ids:
+        env = gym.make(env_id)
+        base = env.unwrapped
+        rows.append((env_id, _sizes(env), str(base.default_max_turns), base.action_format))
+        env.close()
+    header = ("id", "splits (tasks)", "max turns", "action format")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _episode(env: gym.Env, args: argparse.Namespace, seed: int | None) -> dict[str, Any]:
+    options = {key: value for key, value in (("split", args.split), ("task_id", args.task_id)) if value is not None}
+    observation, info = env.reset(seed=seed, options=options or None)
+    print(f"--- {info['task_id']} ({info['split']}, {info['category']}) ---")
+    print(observation)
+    expert = env.unwrapped.make_expert() if args.expert else None
+    turns, total = 0, 0.0
+    while True:
+        if expert is not None:
+            action = expert.act(observation, info)
+            print(f"\nexpert> {action}")
+            if args.delay:
+                time.sleep(args.delay)
+        else:
+            try:
+                action = input("\n> ")
+            except EOFError:
+                print()
+                return {"turns": turns, "return": total, "success": False, "quit": True}
+            if action.strip().lower() in {"quit", "exit"}:
+                return {"turns": turns, "return": total, "success": False, "quit": True}
+        observation, reward, terminated, truncated, info = env.step(action)
+        turns += 1
+        total += reward
+        print(observation)
+        flag = "" if info.get("valid_action", True) else "  [invalid action]"
+        print(f"[reward {reward:+.3f}  score {info['score']:.3f}  turn {turns}]{flag}")
+        if terminated or truncated or (args.max_turns and turns >= args.max_turns):
+            outcome = "success" if info["success"] else "terminated" if terminated else "truncated"
+            print(f"--- episode over: {outcome}, return {total:.3f} in {turns} turns ---")
+            return {"turns": turns, "return": total, "success": bool(info["success"]), "quit": False}
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    if args.env_id not in gym.registry:
+        print(f"unknown env id {args.env_id!r}; run `agentgym list`", file=sys.stderr)
+        return 2
+    env = gym.make(args.env_id)
+    results = []
+    try:
+        for episode in range(args.episodes):
+            seed = None if args.seed is None else args.seed + episode
+            results.append(_episode(env, args, seed))
+            if results[-1]["quit"]:
+                break
+    finally:
+        env.close()
+    if len(results) > 1:
+        n = len(results)
+        print(
+            f"\n{n} episodes: success {sum(r['success'] for r in results) / n:.1%}, "
+            f"mean return {sum(r['return'] for r in results) / n:.3f}, "
+            f"mean turns {sum(r['turns'] for r in results) / n:.1f}"
+        )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentgym", description="AgentGym-RL: text environments for LLM agents")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="registered env ids with their splits and sizes")
+    p.add_argument("pattern", nargs="?", default="*", help="glob over ids, e.g. 'AgentGym/BabyAI-Go*'")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("play", help="play an env in the terminal (or watch the expert)")
+    p.add_argument("env_id")
+    p.add_argument("--expert", action="store_true", help="let the scripted expert play")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--split", default=None, help="train / test (default: the env's first split)")
+    p.add_argument("--task-id", default=None)
+    p.add_argument("--episodes", type=int, default=1)
+    p.add_argument("--max-turns", type=int, default=None)
+    p.add_argument("--delay", type=float, default=0.0, help="seconds between expert actions")
+    p.set_defaults(func=cmd_play)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
