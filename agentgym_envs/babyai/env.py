@@ -169,7 +169,8 @@ class BabyAIEnv(TextEnv):
             return self._run([primitive], self._primitive_message(primitive))
         known = self._memory.known()
         if text in _CHECK:
-            return self._answer("Available actions: " + ", ".join(self._available(known)) + ".", known, True)
+            text, actions = self._describe("You look around.", known, list_actions=True)
+            return text, 0.0, False, False, {"valid_action": True, "success": False, "available_actions": actions}
         match = _HIGH_LEVEL.match(text)
         if match is None:
             shown = action if len(action) <= 60 else action[:57] + "..."
@@ -270,8 +271,10 @@ class BabyAIEnv(TextEnv):
         return text, 0.0, False, False, {"valid_action": valid, "success": False, "available_actions": actions}
 
     # ---- text -----------------------------------------------------------------------------------
-    def _describe(self, first_line: str, known: list[KnownObject]) -> tuple[str, list[str]]:
-        """The observation text, and the available actions it lists."""
+    def _describe(
+        self, first_line: str, known: list[KnownObject], list_actions: bool | None = None
+    ) -> tuple[str, list[str]]:
+        """The observation text, and the available actions (listed in it unless `show_actions` is off)."""
         assert self._mg is not None
         lines = [first_line]
         in_view = [k for k in known if k.visible]
@@ -288,7 +291,7 @@ class BabyAIEnv(TextEnv):
         carrying = self._mg.carrying
         lines.append(f"You carry a {object_label(carrying)}." if carrying is not None else "You carry nothing.")
         actions = self._available(known)
-        if self.show_actions:
+        if self.show_actions if list_actions is None else list_actions:
             lines.append("Available actions: " + ", ".join(actions) + ".")
         return "\n".join(lines), actions
 

@@ -134,7 +134,12 @@ def test_unknown_object_and_garbage_are_invalid() -> None:
     observation, _, _, _, info = env.step("fly to the moon")
     assert not info["valid_action"] and "not a BabyAI action" in observation
     observation, _, _, _, info = env.step("check available actions")
-    assert info["valid_action"] and observation.startswith("Available actions: turn left, turn right")
+    assert info["valid_action"] and observation.count("Available actions: turn left, turn right") == 1
+    quiet = make(show_actions=False)
+    observation, _ = quiet.reset(seed=0)
+    assert "Available actions" not in observation
+    observation, _, _, _, info = quiet.step("check available actions")
+    assert observation.splitlines()[-1] == "Available actions: " + ", ".join(info["available_actions"]) + "."
 
 
 def test_lenient_action_text() -> None:
