@@ -84,7 +84,7 @@ class TextCraftEnv(TextEnv):
         "and counts of a crafting command, if you hold them; 'inventory' shows what you hold.\n"
         "Think briefly, then end your reply with one line 'Action: <action>'.\n"
         "Example:\n"
-        "Crafting commands:\ncraft 1 blue dye using 1 lapis lazuli\ncraft 4 stick using 2 bamboo\n\n"
+        "Crafting commands:\ncraft 1 blue dye using 1 lapis lazuli\ncraft 4 oak planks using 1 oak log\n\n"
         "Goal: craft blue dye.\n"
         "Your reply: Lapis lazuli has no recipe, so it is a base item that I can get.\n"
         "Action: get 1 lapis lazuli\n"
