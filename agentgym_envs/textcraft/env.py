@@ -42,7 +42,7 @@ class TextCraftEnv(TextEnv):
     task is a goal item (`"wooden_pickaxe"`); its category is its crafting depth (`"depth-2"`).
 
     ## Actions
-    - `get <n> <item>`: adds n (1 to 1000) of a base item, one that no recipe makes.
+    - `get <n> <item>`: adds n (1 to 1000; 1 when left out) of a base item, one that no recipe makes.
     - `craft <n> <item> using <m> <ingredient>, <k> <ingredient>, ...`: one craft; valid when the
       ingredients and counts are exactly those of a recipe variant of the item (any variant, listed
       or not) and are in the inventory. It consumes them and yields the recipe's output count; the
@@ -99,7 +99,7 @@ class TextCraftEnv(TextEnv):
         max_distractors: int = MAX_DISTRACTORS,
         render_mode: str | None = None,
     ):
-        super().__init__(render_mode=render_mode, max_observation_length=1 << 14)
+        super().__init__(render_mode=render_mode)
         self.depths = (depths,) if isinstance(depths, int) else tuple(depths)
         if not self.depths or any(d not in T.DEPTHS for d in self.depths):
             raise ValueError(f"depths must be a non-empty subset of {list(T.DEPTHS)}, got {depths!r}")

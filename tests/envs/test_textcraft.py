@@ -201,6 +201,13 @@ def test_lenient_names(text: str, item: str) -> None:
     assert BOOK.names.resolve(text) == item
 
 
+def test_lenient_names_in_commands() -> None:
+    env = started("blue_dye")
+    assert step(env, "Get 1 Minecraft:Lapis_Lazuli.")[0] == "Got 1 lapis lazuli"
+    observation, reward, terminated, _ = step(env, "craft 1 minecraft:blue_dye using 1 lapis lazulis")
+    assert observation == "Crafted 1 minecraft:blue_dye" and reward == 1 and terminated
+
+
 def test_lenient_names_are_never_wrong() -> None:
     """Every item's name in every accepted spelling resolves to that item, or to another item whose exact
     name that spelling is (`brick`/`bricks`), or is refused; never to a third item."""
