@@ -14,6 +14,7 @@ from agentgym_envs.textcraft.env import TextCraftEnv
 from agentgym_envs.textcraft.expert import plan_actions
 from agentgym_envs.textcraft.names import ItemNameError, _number_forms, normalise
 from agentgym_envs.textcraft.recipes import load_recipe_book
+from agentgym_wrappers import MultiTurnWrapper
 
 BOOK = load_recipe_book()
 
@@ -167,6 +168,16 @@ def test_goal_reward_once_and_return_equals_score() -> None:
     )
     assert rollout["observations"][-1] == "Crafted 1 minecraft:blue_dye"
     assert rollout["rewards"] == [0.0, 1.0] and rollout["terminated"] and rollout["info"]["score"] == 1.0
+
+
+def test_paper_style_replies_through_the_multi_turn_wrapper() -> None:
+    env = MultiTurnWrapper(gym.make("AgentGym/TextCraft-v0"))
+    env.reset(seed=0, options={"task_id": "blue_dye"})
+    assert env.max_turns == 30 and "Action: get 1 lapis lazuli" in env.messages[0]["content"]
+    assert env.step("Lapis lazuli is a base item.\nAction: get 1 lapis lazuli")[0] == "Got 1 lapis lazuli"
+    observation, reward, terminated, _, info = env.step("Action: craft 1 blue dye using 1 lapis lazuli")
+    assert observation == "Crafted 1 minecraft:blue_dye" and reward == 1 and terminated
+    assert info["episode"]["turns"] == 2 and info["episode"]["success"]
 
 
 def test_unknown_commands_explain_the_actions() -> None:
