@@ -1,0 +1,278 @@
+"""Deep Search data: the on-disk cache, the memory-mapped document store, the synthetic encyclopedia
+materialised once per (size, seed), and loaders for the files a user brings.
+
+User files (nothing is downloaded):
+- a corpus in the wiki-18 JSONL form of Search-R1 / FlashRAG: one `{"id": ..., "contents": ...}` object
+  per line, the title on the first line of `contents` (`{"title", "text"}` rows are accepted too);
+- QA files in the FlashRAG / Search-R1 form, JSONL or Parquet, one question per row with
+  `question`, `golden_answers` (or Search-R1's `reward_model.ground_truth.target`) and `data_source`.
+
+Everything derived (corpus row offsets, indexes, embeddings) goes under the cache directory: the
+`cache_dir` argument, else `$AGENTGYM_DEEPSEARCH_CACHE`, else `$AGENTGYM_CACHE_DIR/deepsearch`, else
+`~/.cache/agentgym/deepsearch`. Each artifact is built once, into a temporary directory that is
+renamed into place, so concurrent processes never see half an index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from agentgym_envs.deepsearch import synthetic
+from agentgym_envs.deepsearch.synthetic import Question
+
+T = TypeVar("T")
+_CORPUS_FORMAT = (
+    'a JSONL corpus with one {"id": ..., "contents": "Title\\ntext ..."} object per line '
+    "(the wiki-18 form of Search-R1 and FlashRAG)"
+)
+_QA_FORMAT = (
+    "a QA file in the FlashRAG / Search-R1 form: JSONL or Parquet rows with 'question', "
+    "'golden_answers' (a list of strings) and 'data_source'"
+)
+
+
+# ---- cache --------------------------------------------------------------------------------------------
+def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The directory Deep Search caches corpora, indexes and embeddings in (see the module doc)."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    if os.environ.get("AGENTGYM_DEEPSEARCH_CACHE"):
+        return Path(os.environ["AGENTGYM_DEEPSEARCH_CACHE"]).expanduser()
+    if os.environ.get("AGENTGYM_CACHE_DIR"):
+        return Path(os.environ["AGENTGYM_CACHE_DIR"]).expanduser() / "deepsearch"
+    return Path.home() / ".cache" / "agentgym" / "deepsearch"
+
+
+def build_once(target: Path, build: Callable[[Path], None]) -> Path:
+    """Make `target` (a directory) with `build(tmp_dir)` unless it exists; atomic across processes."""
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        build(tmp)
+        os.rename(tmp, target)
+    except OSError:
+        if not target.is_dir():  # not a lost race with another process: a real failure
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+_SHARED: dict[tuple, Any] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(key: tuple, factory: Callable[[], T]) -> T:
+    """One object per `key` in this process (corpora, indexes), created on first use."""
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = factory()
+        return _SHARED[key]
+
+
+def clear_shared() -> None:
+    """Forget every shared corpus and index of this process (they are reopened on next use)."""
+    with _SHARED_LOCK:
+        for value in _SHARED.values():
+            close = getattr(value, "close", None)
+            if close is not None:
+                close()
+        _SHARED.clear()
+
+
+# ---- documents ------------------------------------------------------------------------------------------
+def contents_of(row: Any, where: str) -> str:
+    """The `contents` of a corpus row (title on its first line); `{"title", "text"}` rows are joined."""
+    if isinstance(row, dict):
+        if isinstance(row.get("contents"), str):
+            return row["contents"]
+        if isinstance(row.get("title"), str) and isinstance(row.get("text"), str):
+            return f"{row['title']}\n{row['text']}"
+    raise ValueError(f"{where}: expected {_CORPUS_FORMAT}, got {str(row)[:120]!r}")
+
+
+class DocStore:
+    """The documents of a JSONL corpus, read on demand from a memory map.
+
+    `rows[i]` holds the byte span of document `i` (blank lines are skipped). `cache_dir` is where
+    indexes of this corpus are kept; `key` names its content for cache keys.
+    """
+
+    def __init__(self, path: Path, rows: np.ndarray, cache_dir: Path, key: str):
+        self.path, self.rows, self.cache_dir, self.key = path, rows, cache_dir, key
+        self._file = open(path, "rb")  # noqa: SIM115 (kept open for the memory map)
+        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if rows.size else None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict[str, str]:
+        """Document `index` as `{"id", "contents"}`."""
+        start, end = self.rows[index]
+        try:
+            row = json.loads(self._map[start:end])  # type: ignore[index]
+        except json.JSONDecodeError as error:
+            where = f"{self.path}, document {index}"
+            raise ValueError(f"{where}: not valid JSON ({error.msg}); expected {_CORPUS_FORMAT}") from None
+        return {"id": str(row.get("id", index)), "contents": contents_of(row, f"{self.path}, document {index}")}
+
+    def iter_contents(self) -> Iterator[str]:
+        """The contents of every document, in order (for building indexes)."""
+        for index in range(len(self)):
+            yield self[index]["contents"]
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        self._file.close()
+
+
+def _line_spans(path: Path, chunk: int = 1 << 26) -> np.ndarray:
+    """(start, end) byte offsets of the non-blank lines of `path`, scanned in chunks."""
+    size = path.stat().st_size
+    if size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    data = np.memmap(path, dtype=np.uint8, mode="r")
+    newlines = [np.flatnonzero(data[i : i + chunk] == 10) + i for i in range(0, size, chunk)]
+    ends = np.concatenate([*newlines, np.array([size], dtype=np.int64)]).astype(np.int64)
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    spans = np.stack([starts, ends], axis=1)
+    lengths = ends - starts
+    keep = lengths > 0
+    for i in np.flatnonzero(keep & (lengths <= 16)):  # short lines may be blank ("\r", spaces)
+        keep[i] = bytes(data[starts[i] : ends[i]]).strip() != b""
+    del data
+    return spans[keep]
+
+
+def open_corpus(path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> DocStore:
+    """The user corpus at `path` (wiki-18 JSONL), shared in this process; row offsets cached on disk."""
+    path = Path(path).expanduser().resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"Deep Search corpus {path} not found: provide {_CORPUS_FORMAT}")
+    stat = path.stat()
+    key = hashlib.sha256(f"{path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    directory = cache_root(cache_dir) / f"corpus-{path.stem[:40]}-{key}"
+
+    def build(tmp: Path) -> None:
+        np.save(tmp / "rows.npy", _line_spans(path))
+
+    def load() -> DocStore:
+        build_once(directory, build)
+        store = DocStore(path, np.load(directory / "rows.npy", mmap_mode="r"), directory, f"corpus-{key}")
+        if len(store) == 0:
+            raise ValueError(f"Deep Search corpus {path} is empty: provide {_CORPUS_FORMAT}")
+        return store
+
+    return shared(("corpus", str(directory)), load)
+
+
+# ---- the synthetic encyclopedia -------------------------------------------------------------------------
+def synthetic_dir(num_docs: int, seed: int, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    return cache_root(cache_dir) / f"synthetic-v{synthetic.GENERATOR_VERSION}-docs{num_docs}-seed{seed}"
+
+
+def load_synthetic(
+    num_docs: int = synthetic.BLOCK_DOCS, seed: int = 0, cache_dir: str | os.PathLike[str] | None = None
+) -> tuple[DocStore, dict[str, list[Question]]]:
+    """The synthetic corpus and its question splits: generated once, cached on disk, shared in-process."""
+    directory = synthetic_dir(num_docs, seed, cache_dir)
+
+    def build(tmp: Path) -> None:
+        data = synthetic.generate(num_docs=num_docs, seed=seed)
+        spans, offset = [], 0
+        with open(tmp / "corpus.jsonl", "wb") as out:
+            for document in data.documents:
+                line = json.dumps(document, ensure_ascii=False).encode() + b"\n"
+                out.write(line)
+                spans.append((offset, offset + len(line) - 1))
+                offset += len(line)
+        np.save(tmp / "rows.npy", np.array(spans, dtype=np.int64))
+        questions = {split: [q.to_json() for q in rows] for split, rows in data.questions.items()}
+        (tmp / "questions.json").write_text(json.dumps(questions, ensure_ascii=False))
+
+    def load() -> tuple[DocStore, dict[str, list[Question]]]:
+        build_once(directory, build)
+        rows = np.load(directory / "rows.npy", mmap_mode="r")
+        store = DocStore(directory / "corpus.jsonl", rows, directory, directory.name)
+        raw = json.loads((directory / "questions.json").read_text())
+        return store, {split: [Question.from_json(row) for row in rows] for split, rows in raw.items()}
+
+    return shared(("synthetic", str(directory)), load)
+
+
+# ---- user QA files --------------------------------------------------------------------------------------
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    if path.suffix.lower() == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as error:
+            raise ImportError(f"reading {path} needs pyarrow: pip install pyarrow (or give a JSONL file)") from error
+        return pq.read_table(path).to_pylist()
+    if path.suffix.lower() == ".json":
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(rows, list):
+            raise ValueError(f"{path}: a .json QA file must hold a list of rows; expected {_QA_FORMAT}")
+        return rows
+    rows = []
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    where = f"{path}, line {number}"
+                    raise ValueError(f"{where}: not valid JSON ({error.msg}); expected {_QA_FORMAT}") from None
+    return rows
+
+
+def _golden_of(row: dict[str, Any]) -> Any:
+    if "golden_answers" in row:
+        return row["golden_answers"]
+    target = ((row.get("reward_model") or {}).get("ground_truth") or {}).get("target")
+    return target
+
+
+def load_qa(path: str | os.PathLike[str], split: str = "test", data_source: str | None = None) -> list[Question]:
+    """The questions of a FlashRAG / Search-R1 QA file (JSONL, JSON list or Parquet).
+
+    Args:
+        path: The file.
+        split: Used in the task ids (`"<split>/<row>"`).
+        data_source: The category of rows without a `data_source` (default: the file's stem).
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"Deep Search QA file {path} not found: provide {_QA_FORMAT}")
+    questions = []
+    for number, row in enumerate(_read_rows(path)):
+        where = f"{path}, row {number}"
+        if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not row["question"].strip():
+            raise ValueError(f"{where}: missing a non-empty 'question'; expected {_QA_FORMAT}")
+        golden = _golden_of(row)
+        if isinstance(golden, str):
+            golden = [golden]
+        if hasattr(golden, "tolist"):  # numpy arrays from Parquet readers
+            golden = golden.tolist()
+        if not isinstance(golden, list) or not golden or not all(isinstance(g, str) for g in golden):
+            raise ValueError(f"{where}: 'golden_answers' must be a non-empty list of strings; expected {_QA_FORMAT}")
+        category = str(row.get("data_source") or data_source or path.stem)
+        questions.append(Question(f"{split}/{number:05d}", row["question"].strip(), tuple(golden), category))
+    if not questions:
+        raise ValueError(f"{path} holds no questions; expected {_QA_FORMAT}")
+    return questions

@@ -1,0 +1,54 @@
+"""A retriever that asks a server speaking Search-R1's retrieval protocol.
+
+    POST <url>/retrieve  {"queries": [...], "topk": k, "return_scores": true}
+    ->  {"result": [[{"document": {"id": ..., "contents": ...}, "score": ...}, ...], ...]}
+
+Search-R1's own `retrieval_server.py` (e5 + faiss over wiki-18) and `agentgym retrieval-server` both
+answer it, so many envs and processes can share one index.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentgym_envs.deepsearch.data import contents_of
+from agentgym_envs.deepsearch.retrieval import Passage, Retriever
+
+
+class RemoteRetriever(Retriever):
+    """Search through a Search-R1 retrieval server at `url` (`http://host:port` or its `/retrieve` URL)."""
+
+    def __init__(self, url: str, timeout: float = 30.0):
+        try:
+            import httpx
+        except ImportError as error:
+            raise ImportError("the remote retriever needs httpx: pip install 'agentgym-rl[server]'") from error
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"retriever_url must be an http(s) URL such as http://127.0.0.1:8000, got {url!r}")
+        self.url = url if url.rstrip("/").endswith("/retrieve") else url.rstrip("/") + "/retrieve"
+        self._client = httpx.Client(timeout=timeout)
+        self._httpx = httpx
+
+    def batch_search(self, queries: list[str], k: int) -> list[list[Passage]]:
+        payload = {"queries": list(queries), "topk": int(k), "return_scores": True}
+        try:
+            response = self._client.post(self.url, json=payload)
+        except self._httpx.HTTPError as error:
+            raise ConnectionError(f"retrieval server {self.url} did not answer: {error}") from error
+        if response.status_code != 200:
+            status, text = response.status_code, response.text[:300]
+            raise RuntimeError(f"retrieval server {self.url} answered HTTP {status}: {text}")
+        result = response.json().get("result")
+        if not isinstance(result, list) or len(result) != len(queries):
+            raise RuntimeError(f"retrieval server {self.url} sent no 'result' list with one entry per query")
+        return [[self._passage(item) for item in hits[:k]] for hits in result]
+
+    def _passage(self, item: Any) -> Passage:
+        # With return_scores the server sends {"document", "score"}; without, the bare document.
+        document = item.get("document", item) if isinstance(item, dict) else item
+        contents = contents_of(document, f"retrieval server {self.url}")
+        score = item.get("score", 0.0) if isinstance(item, dict) else 0.0
+        return Passage(str(document.get("id", "")), contents, float(score))
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,142 @@
+"""A retrieval server speaking Search-R1's protocol, for any of our retrievers.
+
+    POST /retrieve  {"queries": ["..."], "topk": 3, "return_scores": true}
+    ->  {"result": [[{"document": {"id": "...", "contents": "Title\\ntext"}, "score": 7.1}, ...]]}
+    (without `return_scores`, each result is the bare document)
+    GET /health     {"status": "ok", "documents": N}
+
+Bad requests are answered with HTTP 422 and the reason. Run it with `agentgym retrieval-server`
+(or `python -m agentgym_envs.deepsearch.server`); point envs at it with
+`gym.make("AgentGym/DeepSearch-v0", retriever="remote", retriever_url="http://127.0.0.1:8000")`.
+Needs the `[server]` extra (fastapi, uvicorn); imported lazily so the CLI works without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from agentgym_envs.deepsearch.retrieval import Retriever
+
+MAX_TOPK = 100
+MAX_QUERIES = 1024
+
+
+def create_app(retriever: Retriever, default_topk: int = 3) -> Any:
+    """A FastAPI app serving `retriever` with the Search-R1 `/retrieve` protocol."""
+    from fastapi import FastAPI
+    from pydantic import BaseModel, Field
+
+    class RetrieveRequest(BaseModel):
+        queries: list[str] = Field(min_length=1, max_length=MAX_QUERIES)
+        topk: int | None = Field(default=None, ge=1, le=MAX_TOPK)
+        return_scores: bool = False
+
+    app = FastAPI(title="AgentGym Deep Search retrieval server")
+
+    @app.post("/retrieve")
+    def retrieve(request: RetrieveRequest) -> dict[str, Any]:
+        hits = retriever.batch_search(request.queries, request.topk or default_topk)
+        return {"result": [[p.to_json(request.return_scores) for p in passages] for passages in hits]}
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "documents": len(retriever)}
+
+    return app
+
+
+class RetrievalServerThread:
+    """Serve a retriever on loopback from a background thread (tests, notebooks, one-process setups).
+
+    >>> # with RetrievalServerThread(retriever) as server: RemoteRetriever(server.url)
+    """
+
+    def __init__(self, retriever: Retriever, host: str = "127.0.0.1", port: int = 0, default_topk: int = 3):
+        import uvicorn
+
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        self.url = f"http://{host}:{self._socket.getsockname()[1]}"
+        config = uvicorn.Config(create_app(retriever, default_topk), log_level="warning", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
+
+    def start(self) -> RetrievalServerThread:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the retrieval server at {self.url} did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        self._socket.close()
+
+    def __enter__(self) -> RetrievalServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `agentgym retrieval-server` (shared with `python -m ...server`)."""
+    parser.add_argument("--corpus", default="synthetic", help="'synthetic' (default) or a wiki-18 style JSONL file")
+    parser.add_argument("--num-docs", type=int, default=20_000, help="size of the synthetic corpus")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus")
+    parser.add_argument("--retriever", choices=("bm25", "dense"), default="bm25")
+    parser.add_argument("--model", default=None, help="local sentence-transformers model directory (dense)")
+    parser.add_argument("--query-prefix", default="", help="text put before each query (dense; e5: 'query: ')")
+    parser.add_argument("--passage-prefix", default="", help="text put before each passage (dense; e5: 'passage: ')")
+    parser.add_argument("--topk", type=int, default=3, help="passages per query when a request gives no topk")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--cache-dir", default=None, help="where corpora and indexes are cached")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build or load the retriever named by `args` and serve it until interrupted."""
+    try:
+        import uvicorn
+    except ImportError:
+        print("the retrieval server needs the [server] extra: pip install 'agentgym-rl[server]'", file=sys.stderr)
+        return 2
+    from agentgym_envs.deepsearch.retrieval import open_local_retriever
+
+    try:
+        retriever = open_local_retriever(
+            args.retriever,
+            corpus=args.corpus,
+            num_docs=args.num_docs,
+            seed=args.seed,
+            dense_model=args.model,
+            query_prefix=args.query_prefix,
+            passage_prefix=args.passage_prefix,
+            cache_dir=args.cache_dir,
+        )
+    except (FileNotFoundError, ValueError, ImportError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"serving {len(retriever):,} documents ({args.retriever}) at http://{args.host}:{args.port}/retrieve")
+    uvicorn.run(create_app(retriever, args.topk), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="agentgym retrieval-server", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""Deep Search: scoring, action forms, rewards, the retry variant, the expert on the whole test split, user data."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from agentgym_envs.deepsearch.env import DeepSearchEnv, parse_reply
+from agentgym_envs.deepsearch.expert import DeepSearchExpert, retrieved
+from agentgym_envs.deepsearch.scoring import exact_match, f1_score, normalize_answer
+from agentgym_wrappers import MultiTurnWrapper
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # One cache for every Deep Search test module and xdist worker: the default corpus is built once.
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "deepsearch-cache"
+
+
+@pytest.fixture(scope="module")
+def env(cache_dir: Path) -> DeepSearchEnv:
+    env = DeepSearchEnv(cache_dir=cache_dir)
+    yield env
+    env.close()
+
+
+def _first(env: DeepSearchEnv, category: str) -> str:
+    return next(q.id for q in env._load_questions()["test"] if q.category == category)
+
+
+# ---- scoring ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("raw", "normalised"),
+    [
+        ("The Beatles", "beatles"),
+        ("  an   Apple a day ", "apple day"),
+        ("U.S.A.", "usa"),
+        ("1,234,567", "1234567"),
+        ("Rock 'n' Roll!", "rock n roll"),
+        ("Theatre of the Absurd", "theatre of absurd"),  # articles go only as whole words
+        ("ANSWER:\tLima\n", "answer lima"),
+        ("", ""),
+    ],
+)
+def test_squad_normalisation(raw: str, normalised: str) -> None:
+    assert normalize_answer(raw) == normalised
+
+
+def test_exact_match_and_f1_against_any_gold_answer() -> None:
+    gold = ["Mount Velkor", "Velkor"]
+    assert exact_match("the velkor.", gold) == 1.0
+    assert exact_match("Mount Velkor range", gold) == 0.0
+    assert f1_score("Mount Velkor range", gold) == pytest.approx(0.8)  # best over the gold answers
+    assert f1_score("nothing alike", gold) == 0.0
+    assert f1_score("", gold) == 0.0 and exact_match("", gold) == 0.0
+
+
+# ---- action forms -------------------------------------------------------------------------------------
+def test_reply_parsing_takes_the_first_complete_element() -> None:
+    assert parse_reply("I think... <search>  capital \n of Peru </search> then <answer>x</answer>", 300) == (
+        "search",
+        "capital of Peru",
+    )
+    assert parse_reply("<ANSWER> Lima </ANSWER>", 300) == ("answer", "Lima")
+    assert parse_reply("<search> unclosed <answer> Lima </answer>", 300) == ("answer", "Lima")
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("Lima", "holds no complete"),
+        ("<search> capital of Peru", "holds no complete"),
+        ("<search> x </answer>", "holds no complete"),
+        ("<search>   </search>", "query is empty"),
+        ("<search>\n</search>", "query is empty"),
+        ("<search> " + "word " * 100 + "</search>", "more than the limit of 300"),
+        ("<answer>  </answer>", "answer is empty"),
+    ],
+)
+def test_invalid_forms_are_explained_and_cost_nothing(env: DeepSearchEnv, reply: str, reason: str) -> None:
+    env.reset(options={"task_id": "test/00000"})
+    observation, reward, terminated, truncated, info = env.step(reply)
+    assert reason in observation
+    assert info["valid_action"] is False and reward == 0 and not terminated and not truncated
+    assert info["score"] == 0 and not info["success"]
+
+
+def test_search_returns_the_information_block(env: DeepSearchEnv) -> None:
+    observation, info = env.reset(options={"task_id": _first(env, "single-hop")})
+    question = env.question
+    assert observation == f"Question: {question.question}" and info["instruction"] == question.question
+    observation, reward, terminated, _, info = env.step(f"Let me look. <search> {question.chain[0].query} </search>")
+    assert info["valid_action"] and reward == 0 and not terminated
+    assert observation.startswith("<information>Doc 1(Title: ") and observation.endswith("</information>")
+    assert observation.count("\nDoc ") == env.topk - 1
+    assert retrieved(observation, question.chain[0])
+    nothing = env.step("<search> zzzqqq xxyyzz </search>")[0]
+    assert nothing == "<information>No document matches this query.</information>"
+
+
+# ---- rewards and termination --------------------------------------------------------------------------
+def test_right_answer_ends_with_reward_one(env: DeepSearchEnv) -> None:
+    env.reset(options={"task_id": "test/00001"})
+    gold = env.question.golden_answers[0]
+    observation, reward, terminated, truncated, info = env.step(f"So it is <answer> The {gold.upper()}! </answer>")
+    assert reward == 1.0 and terminated and not truncated and info["success"]
+    assert info["em"] == 1.0 and info["f1"] == 1.0 and "is correct" in observation
+
+
+def test_wrong_answer_ends_with_zero_and_reports_f1(env: DeepSearchEnv) -> None:
+    env.reset(options={"task_id": _first(env, "comparison")})
+    gold = env.question.golden_answers[0]  # a two-word name
+    observation, reward, terminated, _, info = env.step(f"<answer> {gold} Junior </answer>")
+    assert reward == 0.0 and terminated and not info["success"]
+    assert info["em"] == 0.0 and 0 < info["f1"] < 1 and gold in observation
+
+
+def test_f1_reward(cache_dir: Path) -> None:
+    env = DeepSearchEnv(cache_dir=cache_dir, reward="f1")
+    env.reset(options={"task_id": _first(env, "comparison")})
+    gold = env.question.golden_answers[0]
+    _, reward, terminated, _, info = env.step(f"<answer> {gold} Junior </answer>")
+    assert terminated and reward == pytest.approx(info["f1"]) and 0 < reward < 1 and not info["success"]
+
+
+def test_retry_variant_goes_on_until_right(cache_dir: Path) -> None:
+    env = DeepSearchEnv(cache_dir=cache_dir, wrong_answer="retry", reward="f1")
+    env.reset(options={"task_id": _first(env, "comparison")})
+    gold = env.question.golden_answers[0]
+    observation, reward, terminated, _, info = env.step("<answer> nobody </answer>")
+    assert observation == "Sorry, your answer is incorrect. Please try again."
+    assert info["valid_action"] and reward == 0 and not terminated
+    _, partial, terminated, _, _ = env.step(f"<answer> {gold} Junior </answer>")
+    assert 0 < partial < 1 and not terminated
+    _, worse, terminated, _, _ = env.step("<answer> nobody at all </answer>")
+    assert worse == 0 and not terminated  # the score is the best answer so far
+    _, last, terminated, _, info = env.step(f"<answer> {gold} </answer>")
+    assert terminated and info["success"] and partial + last == pytest.approx(1.0) and info["score"] == 1.0
+
+
+# ---- expert -------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_expert_solves_the_whole_test_split_with_bm25(env: DeepSearchEnv) -> None:
+    """Proves every hop of every test question is in the top 3 for the hop's query."""
+    failures, searches = [], 0
+    for task_id in env.tasks("test"):
+        observation, info = env.reset(options={"task_id": task_id})
+        expert = env.make_expert()
+        while True:
+            action = expert.act(observation, info)
+            searches += action.startswith("<search>")
+            observation, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        if not info["success"]:
+            failures.append(task_id)
+    assert failures == []
+    assert searches == sum(len(q.chain) for q in env._load_questions()["test"])  # one search per hop
+
+
+def test_expert_fails_when_a_hop_is_not_found(env: DeepSearchEnv) -> None:
+    env.reset(options={"task_id": _first(env, "bridge")})
+    expert = DeepSearchExpert(env.question)
+    action = expert.act("", {})
+    assert action == f"<search> {env.question.chain[0].query} </search>"
+    expert.act("<information>Doc 1(Title: Elsewhere) nothing useful</information>", {})
+    assert expert.act("<information></information>", {}) == "<answer> unknown </answer>"
+
+
+def test_multiturn_wrapper_parses_tags(env: DeepSearchEnv) -> None:
+    wrapped = MultiTurnWrapper(env)
+    wrapped.reset(options={"task_id": "test/00002"})
+    assert wrapped.messages[0]["content"] == DeepSearchEnv.system_prompt
+    observation, *_ = wrapped.step(f"Thinking... <search> {env.question.chain[0].query} </search> and more")
+    assert observation.startswith("<information>")
+    _, reward, terminated, _, info = wrapped.step(f"<answer>{env.question.golden_answers[0]}</answer>")
+    assert reward == 1.0 and terminated and info["episode"]["success"]
+
+
+# ---- user data ----------------------------------------------------------------------------------------
+def _write_user_data(directory: Path) -> tuple[Path, Path]:
+    corpus = directory / "wiki.jsonl"
+    rows = [
+        {"id": "0", "contents": '"Lima"\nLima is the capital and largest city of Peru.'},
+        {"id": "1", "contents": '"Peru"\nPeru is a country in South America. Its capital is Lima.'},
+        {"id": "2", "contents": '"Andes"\nThe Andes are the longest continental mountain range.'},
+        {"id": "3", "contents": '"Cusco"\nCusco was the capital of the Inca Empire.'},
+    ]
+    corpus.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    qa = directory / "test.jsonl"
+    questions = [
+        {"id": "t0", "question": "What is the capital of Peru?", "golden_answers": ["Lima"], "data_source": "nq"},
+        {"question": "Longest mountain range?", "golden_answers": ["Andes", "the Andes"], "data_source": "hotpotqa"},
+    ]
+    qa.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    return corpus, qa
+
+
+def test_user_corpus_and_qa_files(tmp_path: Path) -> None:
+    corpus, qa = _write_user_data(tmp_path)
+    env = DeepSearchEnv(corpus=str(corpus), qa_files={"test": str(qa)}, topk=2, cache_dir=tmp_path / "cache")
+    assert env.splits == ("test",) and env.tasks("test") == ["test/00000", "test/00001"]
+    observation, info = env.reset(seed=0, options={"task_id": 0})
+    assert info["category"] == "nq" and observation == "Question: What is the capital of Peru?"
+    observation, *_ = env.step("<search> capital of Peru </search>")
+    assert observation.count("Doc ") == 2 and 'Doc 2(Title: "Lima") Lima is the capital and largest city' in observation
+    _, reward, terminated, _, info = env.step("<answer>lima</answer>")
+    assert reward == 1.0 and terminated
+    _, info = env.reset(options={"task_id": "test/00001"})
+    assert info["category"] == "hotpotqa"
+    expert = env.make_expert()  # no chain: search the question, answer the gold
+    assert expert.act("", info) == "<search> Longest mountain range? </search>"
+    env.close()
+
+
+def test_missing_user_files_name_what_to_provide(tmp_path: Path) -> None:
+    corpus, qa = _write_user_data(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"QA file for split 'test' not found.*golden_answers"):
+        DeepSearchEnv(corpus=str(corpus), qa_files={"test": str(tmp_path / "nope.jsonl")})
+    with pytest.raises(FileNotFoundError, match=r"corpus not found.*contents"):
+        DeepSearchEnv(corpus=str(tmp_path / "nope.jsonl"), qa_files=str(qa))
+    with pytest.raises(ValueError, match=r"needs its questions: qa_files="):
+        DeepSearchEnv(corpus=str(corpus))
+    with pytest.raises(ValueError, match=r"need their corpus"):
+        DeepSearchEnv(qa_files=str(qa))
+    with pytest.raises(ValueError, match="retriever_url"):
+        DeepSearchEnv(retriever="remote")
+    with pytest.raises(ValueError, match="dense_model"):
+        DeepSearchEnv(retriever="dense")
+    with pytest.raises(ValueError, match="reward must be"):
+        DeepSearchEnv(reward="bleu")
