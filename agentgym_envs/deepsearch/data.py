@@ -22,7 +22,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -85,12 +85,9 @@ def shared(key: tuple, factory: Callable[[], T]) -> T:
 
 
 def clear_shared() -> None:
-    """Forget every shared corpus and index of this process (they are reopened on next use)."""
+    """Forget every shared corpus and index of this process: later uses reopen them from the cache.
+    Envs that hold one keep it; its memory maps close when the last reference goes."""
     with _SHARED_LOCK:
-        for value in _SHARED.values():
-            close = getattr(value, "close", None)
-            if close is not None:
-                close()
         _SHARED.clear()
 
 
@@ -183,13 +180,38 @@ def open_corpus(path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] 
 
 
 # ---- the synthetic encyclopedia -------------------------------------------------------------------------
+class QuestionSplit(Sequence[Question]):
+    """The questions of one split, made into `Question` objects on first access (tens of thousands load fast)."""
+
+    def __init__(self, rows: list[dict[str, Any]]):
+        self._rows = rows
+        self._made: list[Question | None] = [None] * len(rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        question = self._made[index]
+        if question is None:
+            question = self._made[index] = Question.from_json(self._rows[index])
+        return question
+
+    def ids(self) -> list[str]:
+        return [row["id"] for row in self._rows]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+
 def synthetic_dir(num_docs: int, seed: int, cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return cache_root(cache_dir) / f"synthetic-v{synthetic.GENERATOR_VERSION}-docs{num_docs}-seed{seed}"
 
 
 def load_synthetic(
     num_docs: int = synthetic.BLOCK_DOCS, seed: int = 0, cache_dir: str | os.PathLike[str] | None = None
-) -> tuple[DocStore, dict[str, list[Question]]]:
+) -> tuple[DocStore, dict[str, QuestionSplit]]:
     """The synthetic corpus and its question splits: generated once, cached on disk, shared in-process."""
     directory = synthetic_dir(num_docs, seed, cache_dir)
 
@@ -206,12 +228,12 @@ def load_synthetic(
         questions = {split: [q.to_json() for q in rows] for split, rows in data.questions.items()}
         (tmp / "questions.json").write_text(json.dumps(questions, ensure_ascii=False))
 
-    def load() -> tuple[DocStore, dict[str, list[Question]]]:
+    def load() -> tuple[DocStore, dict[str, QuestionSplit]]:
         build_once(directory, build)
         rows = np.load(directory / "rows.npy", mmap_mode="r")
         store = DocStore(directory / "corpus.jsonl", rows, directory, directory.name)
         raw = json.loads((directory / "questions.json").read_text())
-        return store, {split: [Question.from_json(row) for row in rows] for split, rows in raw.items()}
+        return store, {split: QuestionSplit(questions) for split, questions in raw.items()}
 
     return shared(("synthetic", str(directory)), load)
 
@@ -242,10 +264,9 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def _golden_of(row: dict[str, Any]) -> Any:
-    if "golden_answers" in row:
+    if row.get("golden_answers") is not None:
         return row["golden_answers"]
-    target = ((row.get("reward_model") or {}).get("ground_truth") or {}).get("target")
-    return target
+    return ((row.get("reward_model") or {}).get("ground_truth") or {}).get("target")
 
 
 def load_qa(path: str | os.PathLike[str], split: str = "test", data_source: str | None = None) -> list[Question]:

@@ -33,7 +33,15 @@ def load_model(model_path: str | os.PathLike[str], device: str | None = None) ->
         from sentence_transformers import SentenceTransformer
     except ImportError as error:
         raise ImportError("dense retrieval needs sentence-transformers: pip install 'agentgym-rl[dense]'") from error
-    return SentenceTransformer(str(path), device=device or "cpu", local_files_only=True)
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar in the user's terminal
+    try:
+        return SentenceTransformer(str(path), device=device or "cpu", local_files_only=True)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
 
 
 class DenseRetriever(Retriever):

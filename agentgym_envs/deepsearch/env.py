@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from agentgym_envs.core import TextEnv
@@ -185,21 +186,28 @@ class DeepSearchEnv(TextEnv):
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.topk, self.reward, self.wrong_answer, self.max_query_chars = topk, reward, wrong_answer, max_query_chars
         self.cache_dir = cache_dir
-        self._questions: dict[str, list[Question]] | None = None
-        self._by_id: dict[str, Question] = {}
+        self._questions: dict[str, Sequence[Question]] | None = None
+        self._ids: dict[str, list[str]] = {}
+        self._where: dict[str, tuple[str, int]] = {}  # task id -> (split, index)
         self._retriever: Retriever | None = None
         self._owns_retriever = False
         self._question: Question | None = None
 
     # ---- data -----------------------------------------------------------------------------------
-    def _load_questions(self) -> dict[str, list[Question]]:
+    def _load_questions(self) -> dict[str, Sequence[Question]]:
         if self._questions is None:
             if self._synthetic:
-                questions = D.load_synthetic(self.num_docs, self.seed, self.cache_dir)[1]
+                questions: dict[str, Sequence[Question]] = dict(
+                    D.load_synthetic(self.num_docs, self.seed, self.cache_dir)[1]
+                )
             else:
                 assert isinstance(self.qa_files, dict)
                 questions = {split: D.load_qa(path, split) for split, path in self.qa_files.items()}
-            self._by_id = {q.id: q for rows in questions.values() for q in rows}
+            self._ids = {
+                split: rows.ids() if isinstance(rows, D.QuestionSplit) else [q.id for q in rows]
+                for split, rows in questions.items()
+            }
+            self._where = {task_id: (split, i) for split, ids in self._ids.items() for i, task_id in enumerate(ids)}
             self._questions = questions
         return self._questions
 
@@ -230,17 +238,19 @@ class DeepSearchEnv(TextEnv):
     def tasks(self, split: str = "train") -> list[str]:
         if split not in self.splits:
             raise ValueError(f"unknown split {split!r}; this Deep Search env has {list(self.splits)}")
-        return [q.id for q in self._load_questions()[split]]
+        self._load_questions()
+        return list(self._ids[split])
 
     def _task_count(self, split: str) -> int:
         return len(self._load_questions()[split])
 
     def _task_at(self, split: str, index: int) -> str:
-        return self._load_questions()[split][index].id
+        self._load_questions()
+        return self._ids[split][index]
 
     def _split_of(self, task_id: str) -> str | None:
         self._load_questions()
-        return task_id.split("/", 1)[0] if task_id in self._by_id else None
+        return self._where[task_id][0] if task_id in self._where else None
 
     @property
     def question(self) -> Question | None:
@@ -249,8 +259,8 @@ class DeepSearchEnv(TextEnv):
 
     # ---- episode --------------------------------------------------------------------------------
     def _reset_task(self, task_id: str) -> tuple[str, dict[str, Any]]:
-        self._load_questions()
-        self._question = self._by_id[task_id]
+        split, index = self._where[task_id]
+        self._question = self._load_questions()[split][index]
         q = self._question
         info = {"category": q.category, "instruction": q.question, "available_actions": None}
         if q.chain:

@@ -38,10 +38,13 @@ def create_app(retriever: Retriever, default_topk: int = 3) -> Any:
 
     app = FastAPI(title="AgentGym Deep Search retrieval server")
 
-    @app.post("/retrieve")
     def retrieve(request: RetrieveRequest) -> dict[str, Any]:
         hits = retriever.batch_search(request.queries, request.topk or default_topk)
         return {"result": [[p.to_json(request.return_scores) for p in passages] for passages in hits]}
+
+    # Annotations are strings here (postponed evaluation) and the model is local: give FastAPI the class.
+    retrieve.__annotations__["request"] = RetrieveRequest
+    app.post("/retrieve")(retrieve)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -127,7 +130,10 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError, ImportError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"serving {len(retriever):,} documents ({args.retriever}) at http://{args.host}:{args.port}/retrieve")
+    print(
+        f"serving {len(retriever):,} documents ({args.retriever}) at http://{args.host}:{args.port}/retrieve",
+        flush=True,
+    )
     uvicorn.run(create_app(retriever, args.topk), host=args.host, port=args.port, log_level="warning")
     return 0
 

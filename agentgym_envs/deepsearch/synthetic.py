@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the generated text or questions change: cached corpora are keyed by it.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 #: Documents per self-contained block of the world.
 BLOCK_DOCS = 20_000
 #: Size of the fixed test split (drawn from block 0, equal shares per category).
@@ -557,7 +557,7 @@ def generate(num_docs: int = BLOCK_DOCS, seed: int = 0, test_size: int = TEST_SI
     for block, start in enumerate(range(0, num_docs, BLOCK_DOCS)):
         rng = random.Random(f"agentgym-deepsearch/{seed}/{block}/world")
         entities = _build_block(rng, names, min(BLOCK_DOCS, num_docs - start))
-        documents += [{"id": str(len(documents)), "contents": _article(e, rng)} for e in entities]
+        documents += [{"id": str(start + i), "contents": _article(e, rng)} for i, e in enumerate(entities)]
         blocks.append(entities)
     seen: set[str] = set()
     test = _questions(random.Random(f"agentgym-deepsearch/{seed}/0/test"), blocks[0], test_size, seen)
