@@ -66,7 +66,8 @@ def run(args: argparse.Namespace, cache: Path) -> None:
     loads, question_loads = [], []
     for _ in range(5):  # what a new process does: map the cached corpus and load the cached index
         start = time.perf_counter()
-        store = D.DocStore(store.path, np.load(store.cache_dir / "rows.npy", mmap_mode="r"), store.cache_dir, store.key)
+        rows = np.load(store.path.with_name("corpus.rows.npy"), mmap_mode="r")
+        store = D.DocStore(store.path, rows, store.cache_dir, store.key)
         retriever = BM25Retriever(store, retriever.index_dir)
         loads.append(time.perf_counter() - start)
         D.clear_shared()

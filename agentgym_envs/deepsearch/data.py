@@ -117,14 +117,18 @@ class DocStore:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, index: int) -> dict[str, str]:
-        """Document `index` as `{"id", "contents"}`."""
+    def raw(self, index: int) -> Any:
+        """Line `index`, parsed as JSON."""
         start, end = self.rows[index]
         try:
-            row = json.loads(self._map[start:end])  # type: ignore[index]
+            return json.loads(self._map[start:end])  # type: ignore[index]
         except json.JSONDecodeError as error:
             where = f"{self.path}, document {index}"
             raise ValueError(f"{where}: not valid JSON ({error.msg}); expected {_CORPUS_FORMAT}") from None
+
+    def __getitem__(self, index: int) -> dict[str, str]:
+        """Document `index` as `{"id", "contents"}`."""
+        row = self.raw(index)
         return {"id": str(row.get("id", index)), "contents": contents_of(row, f"{self.path}, document {index}")}
 
     def iter_contents(self) -> Iterator[str]:
@@ -181,28 +185,43 @@ def open_corpus(path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] 
 
 # ---- the synthetic encyclopedia -------------------------------------------------------------------------
 class QuestionSplit(Sequence[Question]):
-    """The questions of one split, made into `Question` objects on first access (tens of thousands load fast)."""
+    """The questions of one synthetic split, read from their memory-mapped JSONL file on first access.
 
-    def __init__(self, rows: list[dict[str, Any]]):
-        self._rows = rows
-        self._made: list[Question | None] = [None] * len(rows)
+    Question `i` of split `s` has the id `f"{s}/{i:05d}"`, so listing tasks reads nothing.
+    """
+
+    def __init__(self, split: str, lines: DocStore):
+        self.split, self._lines = split, lines
+        self._made: list[Question | None] = [None] * len(lines)
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._made)
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         question = self._made[index]
         if question is None:
-            question = self._made[index] = Question.from_json(self._rows[index])
+            question = self._made[index] = Question.from_json(self._lines.raw(index))
         return question
 
     def ids(self) -> list[str]:
-        return [row["id"] for row in self._rows]
+        return [f"{self.split}/{i:05d}" for i in range(len(self))]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and list(self) == list(other)
+
+
+def _write_jsonl(stem: Path, rows: list[dict[str, Any]]) -> None:
+    """`stem.jsonl` with one row per line, and the byte span of each line in `stem.rows.npy`."""
+    spans, offset = [], 0
+    with open(stem.with_name(stem.name + ".jsonl"), "wb") as out:
+        for row in rows:
+            line = json.dumps(row, ensure_ascii=False).encode() + b"\n"
+            out.write(line)
+            spans.append((offset, offset + len(line) - 1))
+            offset += len(line)
+    np.save(stem.with_name(stem.name + ".rows.npy"), np.array(spans, dtype=np.int64).reshape(-1, 2))
 
 
 def synthetic_dir(num_docs: int, seed: int, cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -217,23 +236,20 @@ def load_synthetic(
 
     def build(tmp: Path) -> None:
         data = synthetic.generate(num_docs=num_docs, seed=seed)
-        spans, offset = [], 0
-        with open(tmp / "corpus.jsonl", "wb") as out:
-            for document in data.documents:
-                line = json.dumps(document, ensure_ascii=False).encode() + b"\n"
-                out.write(line)
-                spans.append((offset, offset + len(line) - 1))
-                offset += len(line)
-        np.save(tmp / "rows.npy", np.array(spans, dtype=np.int64))
-        questions = {split: [q.to_json() for q in rows] for split, rows in data.questions.items()}
-        (tmp / "questions.json").write_text(json.dumps(questions, ensure_ascii=False))
+        _write_jsonl(tmp / "corpus", data.documents)
+        for split, questions in data.questions.items():
+            _write_jsonl(tmp / f"questions-{split}", [q.to_json() for q in questions])
+
+    def lines(name: str) -> DocStore:
+        return DocStore(
+            directory / f"{name}.jsonl", np.load(directory / f"{name}.rows.npy", mmap_mode="r"), directory, name
+        )
 
     def load() -> tuple[DocStore, dict[str, QuestionSplit]]:
         build_once(directory, build)
-        rows = np.load(directory / "rows.npy", mmap_mode="r")
-        store = DocStore(directory / "corpus.jsonl", rows, directory, directory.name)
-        raw = json.loads((directory / "questions.json").read_text())
-        return store, {split: QuestionSplit(questions) for split, questions in raw.items()}
+        store = lines("corpus")
+        store.key = directory.name
+        return store, {split: QuestionSplit(split, lines(f"questions-{split}")) for split in ("train", "test")}
 
     return shared(("synthetic", str(directory)), load)
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the generated text or questions change: cached corpora are keyed by it.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 4
 #: Documents per self-contained block of the world.
 BLOCK_DOCS = 20_000
 #: Size of the fixed test split (drawn from block 0, equal shares per category).
@@ -140,6 +140,7 @@ class Entity:
     facts: dict[str, Any] = field(default_factory=dict)  # relation -> Entity or int/str
     short: str = ""  # how later sentences of its article refer to it (a person's family name)
     aliases: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)  # sentences that state no fact a question asks about
 
 
 @dataclass
@@ -271,7 +272,9 @@ _ARTICLE_WORDS = (
     " lived many years city country capital population founded lies on river official language currency"
     " became independent mountain metres high kilometres long rises headquartered by it its published released"
     " directed produced painted completed premiered opera novel film album painting set story story's whose"
-    " part of based"
+    " part of based spent many years later settled known borders employs about people first climbed well"
+    " received critics commercial success adapted stage old harbour cathedral textile market stone bridges"
+    " botanical garden music festival"
 )
 
 
@@ -381,10 +384,33 @@ def _build_block(rng: random.Random, names: _Names, block_docs: int) -> list[Ent
             work.facts["setting"] = rng.choice(cities)
         creator.facts.setdefault("works", []).append(work)
         works.append(work)
-    # Article order: interleave kinds so that document ids reveal nothing about an entity's kind.
     entities = countries + mountains + rivers + cities + org_list + persons + works
+    for e in entities:
+        _add_notes(rng, e, cities, countries)
+    # Article order: interleave kinds so that document ids reveal nothing about an entity's kind.
     rng.shuffle(entities)
     return entities
+
+
+_FEATURES = ("old harbour", "cathedral", "textile market", "stone bridges", "botanical garden", "music festival")
+_RECEPTION = ("It was well received by critics.", "It was a commercial success.", "It was later adapted for the stage.")
+
+
+def _add_notes(rng: random.Random, e: Entity, cities: list[Entity], countries: list[Entity]) -> None:
+    """Sentences that make articles read like articles and mention other entities (distractors)."""
+    if e.kind == "person" and rng.random() < 0.6:
+        city = rng.choice(cities).name
+        e.notes.append(rng.choice((f"{e.short} spent many years in {city}.", f"{e.short} later settled in {city}.")))
+    elif e.kind == "city" and rng.random() < 0.5:
+        e.notes.append(f"{e.name} is known for its {rng.choice(_FEATURES)}.")
+    elif e.kind == "country" and len(countries) > 1:
+        e.notes.append(f"{e.name} borders {rng.choice([c for c in countries if c is not e]).name}.")
+    elif e.kind == "organisation" and rng.random() < 0.6:
+        e.notes.append(f"It employs about {rng.randint(2, 400) * 50:,} people.")
+    elif e.kind == "mountain" and rng.random() < 0.5:
+        e.notes.append(f"It was first climbed in {rng.randint(1780, 1990)}.")
+    elif e.kind == "work" and rng.random() < 0.5:
+        e.notes.append(rng.choice(_RECEPTION))
 
 
 # ---- articles ---------------------------------------------------------------------------------------
@@ -421,6 +447,7 @@ def _article(e: Entity, rng: random.Random) -> str:
             titles = [w.name for w in f["works"][:3]]
             listed = titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " and " + titles[-1]
             extra.append(f"{short} is known for {listed}.")
+        extra += e.notes
         rng.shuffle(extra)
         return "\n".join([name, " ".join(lines + extra)])
     if e.kind == "city":
@@ -430,17 +457,17 @@ def _article(e: Entity, rng: random.Random) -> str:
         lines.append(pick((f"It has a population of {f['population']:,}.", f"Its population is {f['population']:,}.")))
         if "river" in f:
             lines.append(f"{name} lies on the {f['river'].name}.")
-        return "\n".join([name, " ".join(lines)])
+        return "\n".join([name, " ".join(lines + e.notes)])
     if e.kind == "country":
         lines = [
             f"{name} is a country whose capital is {f['capital'].name}.",
             f"The official language of {name} is {f['language']}, and its currency is the {f['currency']}.",
             f"{name} became independent in {f['independence']}.",
         ]
-        return "\n".join([name, " ".join(lines)])
+        return "\n".join([name, " ".join(lines + e.notes)])
     if e.kind == "mountain":
         country = f["mountain_country"].name
-        return f"{name}\n{name} is a mountain in {country}, {f['height']:,} metres high."
+        return f"{name}\n{name} is a mountain in {country}, {f['height']:,} metres high. {' '.join(e.notes)}".rstrip()
     if e.kind == "river":
         country, source = f["flows_through"].name, f["source"].name
         return f"{name}\nThe {name} is a river in {country}, {f['length']:,} kilometres long. It rises on {source}."
@@ -456,12 +483,13 @@ def _article(e: Entity, rng: random.Random) -> str:
             ),
             f"It is headquartered in {f['headquarters'].name}.",
         ]
-        return "\n".join([name, " ".join(lines)])
+        return "\n".join([name, " ".join(lines + e.notes)])
     creator, year = f["creator"].name, f["year"]
+    a = "an" if 1800 <= year < 1900 or 1100 <= year < 1200 else "a"  # "an eighteen-..."
     first = {
-        "novel": f"{name} is a {year} novel by {creator}.",
-        "film": f"{name} is a {year} film directed by {creator}.",
-        "album": f"{name} is a {year} album by {creator}.",
+        "novel": f"{name} is {a} {year} novel by {creator}.",
+        "film": f"{name} is {a} {year} film directed by {creator}.",
+        "album": f"{name} is {a} {year} album by {creator}.",
         "painting": f"{name} is a painting by {creator}, completed in {year}.",
         "opera": f"{name} is an opera by {creator} that premiered in {year}.",
     }[e.sub]
@@ -471,7 +499,7 @@ def _article(e: Entity, rng: random.Random) -> str:
         lines.append(f"It was {verb} by {f['publisher'].name}.")
     if "setting" in f:
         lines.append(f"The story is set in {f['setting'].name}.")
-    return "\n".join([name, " ".join(lines)])
+    return "\n".join([name, " ".join(lines + e.notes)])
 
 
 # ---- questions --------------------------------------------------------------------------------------

@@ -97,7 +97,14 @@ def test_corpus_errors_name_the_expected_form(tmp_path: Path) -> None:
 def test_synthetic_corpus_is_written_once(tmp_path: Path) -> None:
     store, questions = D.load_synthetic(num_docs=300, seed=5, cache_dir=tmp_path)
     directory = D.synthetic_dir(300, 5, tmp_path)
-    assert sorted(p.name for p in directory.iterdir()) == ["corpus.jsonl", "questions.json", "rows.npy"]
+    assert sorted(p.name for p in directory.iterdir()) == [
+        "corpus.jsonl",
+        "corpus.rows.npy",
+        "questions-test.jsonl",
+        "questions-test.rows.npy",
+        "questions-train.jsonl",
+        "questions-train.rows.npy",
+    ]
     assert len(store) == 300 and store[7]["id"] == "7" and len(questions["test"]) == 1_000
     stamp = (directory / "corpus.jsonl").stat().st_mtime_ns
     D.clear_shared()

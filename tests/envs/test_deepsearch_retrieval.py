@@ -4,6 +4,7 @@ through our own server on loopback."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import socket
 import subprocess
@@ -183,6 +184,20 @@ def test_env_on_a_remote_retriever_is_solved_by_the_expert(server, cache_dir: Pa
         assert info["success"]
     env.close()
     assert env._retriever is None
+
+
+def test_user_questions_on_a_remote_corpus(server, corpus, tmp_path: Path) -> None:
+    """QA files alone suffice when the corpus lives behind a retrieval server."""
+    question = next(q for q in corpus[1]["test"] if q.category == "single-hop")
+    qa = tmp_path / "mine.jsonl"
+    row = {"question": question.question, "golden_answers": list(question.golden_answers), "data_source": "mine"}
+    qa.write_text(json.dumps(row) + "\n")
+    env = DeepSearchEnv(qa_files=str(qa), retriever="remote", retriever_url=server.url)
+    _, info = env.reset(options={"task_id": "test/00000"})
+    assert info["category"] == "mine"
+    assert retrieved(env.step(f"<search> {question.chain[0].query} </search>")[0], question.chain[0])
+    assert env.step(f"<answer> {question.golden_answers[0]} </answer>")[1] == 1.0
+    env.close()
 
 
 def test_remote_errors_are_clear() -> None:
