@@ -1,0 +1,638 @@
+"""The env server: one HTTP protocol for every registered env (FastAPI + uvicorn).
+
+`create_app(env_ids)` builds the app; `serve(env_ids, host, port)` runs it (`agentgym serve` calls it).
+
+Routes (JSON; the OpenAPI schema at `/openapi.json` and `/docs` has every body):
+
+| route | what |
+|---|---|
+| `POST /sessions` `{env_id, kwargs}` | make an env, answer its session id and description (201) |
+| `GET /sessions`, `GET /sessions/{id}` | the sessions; one session with its env's spaces, splits, prompt |
+| `POST /sessions/{id}/reset` `{seed, options, seq}` | `{observation, info}` |
+| `POST /sessions/{id}/step` `{action, seq}` | `{observation, reward, terminated, truncated, info}` |
+| `DELETE /sessions/{id}` | close the env and free its backend |
+| `GET /sessions/{id}/tasks?split=&offset=&limit=` | task ids of a split |
+| `POST /sessions/{id}/expert`, `POST /sessions/{id}/expert/act` | the scenario's scripted expert |
+| `POST /batch` `{calls: [{session_id, op, ...}]}` | reset/step many sessions in one round trip |
+| `GET /envs` | served ids with their splits and sizes |
+| `GET /health` | sessions, uptime, memory |
+| `/create`, `/reset`, `/step`, `/observation`, `/close`, `/` | AgentGym's own routes, for its clients |
+
+Errors are JSON `{"detail": ..., "error_type": ...}`: unknown session or env id 404, malformed body
+422, step after the episode ended 409, session cap 429, body too large 413, missing token 401, a
+backend failure 500 with its message; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+import logging
+import os
+import sys
+import time
+import typing
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agentgym_envs.remote import protocol as P
+from agentgym_envs.remote import wire
+from agentgym_envs.remote.sessions import ApiError, Session, SessionManager
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8000
+DEFAULT_MAX_SESSIONS = 1024
+DEFAULT_TTL = 600.0
+DEFAULT_WORKERS = 16
+#: Largest request body accepted (413 beyond): room for a batch of maximal actions.
+DEFAULT_MAX_BODY_BYTES = 64 << 20
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": P.ErrorReply, "description": "Missing or wrong bearer token"},
+    404: {"model": P.ErrorReply, "description": "Unknown session or env id"},
+    409: {"model": P.ErrorReply, "description": "Step after the episode ended, or before reset"},
+    413: {"model": P.ErrorReply, "description": "Request body too large"},
+    422: {"model": P.ValidationErrorReply, "description": "Malformed request"},
+    500: {"model": P.ErrorReply, "description": "The env backend failed"},
+}
+
+
+def _json(payload: bytes, status: int = 200) -> Response:
+    return Response(payload, status_code=status, media_type="application/json")
+
+
+async def _send_json(send: Send, status: int, payload: dict[str, Any], headers: list | None = None) -> None:
+    body = wire.dumps(payload)
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def _validation_reply(errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """A 422 body: the errors without their inputs (an input may be a megabyte), and a summary in words."""
+    errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors]
+    where = "; ".join(f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in errors[:5])
+    return {"detail": f"malformed request: {where}", "errors": errors}
+
+
+HotEndpoint = Callable[..., Awaitable[Response]]
+
+
+class _Front:
+    """The ASGI layer in front of every route: the bearer token, the body-size limit, and the hot
+    routes (reset, step, expert act, batch) served directly.
+
+    FastAPI documents the hot routes and would serve them too, but its per-request machinery
+    (routing over every route, dependency solving) costs about 0.1 ms a request, as much as the rest
+    of a TextCraft step; here they are matched by string and call the same endpoint functions.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str | None,
+        max_body_bytes: int,
+        session_routes: dict[str, HotEndpoint],
+        batch: HotEndpoint,
+    ):
+        self.app = app
+        self.expected = f"Bearer {token}".encode() if token else None
+        self.max_body_bytes = max_body_bytes
+        self.session_routes = {
+            suffix: (typing.get_type_hints(endpoint)["body"], endpoint) for suffix, endpoint in session_routes.items()
+        }
+        self.batch = (typing.get_type_hints(batch)["body"], batch)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        authorization, length = None, None
+        for key, value in scope["headers"]:
+            if key == b"authorization":
+                authorization = value
+            elif key == b"content-length":
+                length = value
+        expected = self.expected
+        if expected is not None and (authorization is None or not hmac.compare_digest(authorization, expected)):
+            await _send_json(
+                send,
+                401,
+                {
+                    "detail": "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the server's "
+                    f"--token (or ${wire.TOKEN_ENV_VAR})",
+                    "error_type": "AuthenticationError",
+                },
+                [(b"www-authenticate", b"Bearer")],
+            )
+            return
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            await self._too_large(send, int(length))
+            return
+        hot = self._hot(scope) if scope["method"] == "POST" else None
+        if hot is not None:
+            await self._serve_hot(hot, scope, receive, send)
+        elif length is not None:
+            await self.app(scope, receive, send)
+        else:
+            await self._counted(scope, receive, send)
+
+    def _hot(self, scope: Scope) -> tuple[type[BaseModel], HotEndpoint, dict[str, str]] | None:
+        path = scope["path"]
+        if path == "/batch":
+            return (*self.batch, {})
+        if path.startswith("/sessions/"):
+            session_id, _, suffix = path[len("/sessions/") :].partition("/")
+            route = self.session_routes.get(suffix)
+            if route is not None and session_id:
+                return (*route, {"session_id": session_id})
+        return None
+
+    async def _serve_hot(
+        self, hot: tuple[type[BaseModel], HotEndpoint, dict[str, str]], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        model, endpoint, params = hot
+        try:
+            chunks, size, more = [], 0, True
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunks.append(message.get("body", b""))
+                size += len(chunks[-1])
+                if size > self.max_body_bytes:
+                    raise _BodyTooLarge
+                more = message.get("more_body", False)
+            try:
+                body = model.model_validate_json(b"".join(chunks))
+            except ValidationError as error:
+                errors = error.errors(include_url=False, include_input=False)
+                await _send_json(send, 422, _validation_reply([{**e, "loc": ("body", *e["loc"])} for e in errors]))
+                return
+            response = await endpoint(**params, body=body)
+        except ApiError as error:
+            await _send_json(send, error.status, error.payload())
+            return
+        except _BodyTooLarge:
+            await self._too_large(send, size)
+            return
+        except Exception as error:
+            _log.exception("%s %s failed", scope["method"], scope["path"])
+            await _send_json(send, 500, _unexpected_reply(error))
+            return
+        await send({"type": "http.response.start", "status": response.status_code, "headers": response.raw_headers})
+        await send({"type": "http.response.body", "body": response.body})
+
+    async def _counted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass on a request whose body has no Content-Length (chunked), counting it as it arrives."""
+        seen, started = 0, False
+
+        async def counted_receive() -> Any:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body_bytes:
+                raise _BodyTooLarge
+            return message
+
+        async def tracked_send(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except _BodyTooLarge:
+            if started:
+                raise
+            await self._too_large(send, seen)
+
+    async def _too_large(self, send: Send, size: int) -> None:
+        await _send_json(
+            send,
+            413,
+            {
+                "detail": f"request body of {size:,}+ bytes exceeds the limit of {self.max_body_bytes:,} bytes",
+                "error_type": "BodyTooLarge",
+            },
+        )
+
+
+def _unexpected_reply(error: BaseException) -> dict[str, Any]:
+    return {"detail": f"internal server error: {type(error).__name__}: {error}", "error_type": type(error).__name__}
+
+
+def _rss(pid: str = "self") -> int | None:
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _children_rss() -> int | None:
+    try:
+        import psutil
+    except ImportError:
+        return None
+    total = 0
+    for child in psutil.Process().children(recursive=True):
+        with suppress(psutil.Error):  # a child that just exited
+            total += child.memory_info().rss
+    return total
+
+
+def _compat_options(description: dict[str, Any], data_idx: int) -> dict[str, Any]:
+    """AgentGym's `data_idx` as reset options: an index into the tasks of all splits in order."""
+    index = data_idx
+    for split, count in description["splits"].items():
+        if 0 <= index < count:
+            return {"split": split, "task_id": index}
+        index -= count
+    sizes = ", ".join(f"{split} {count}" for split, count in description["splits"].items())
+    raise ApiError(
+        422,
+        f"data_idx {data_idx} is out of range: {description['env_id']} has {sizes} tasks, indexed in that order",
+        "ValueError",
+    )
+
+
+async def _batch(manager: SessionManager, calls: list[P.BatchCall]) -> bytes:
+    """Run one call per session, concurrently across worker threads; answer the results in call order."""
+    counts: dict[str, int] = {}
+    for call in calls:
+        counts[call.session_id] = counts.get(call.session_id, 0) + 1
+    repeated = {sid: n for sid, n in counts.items() if n > 1}
+    if repeated:
+        raise ApiError(422, f"a batch holds at most one call per session; repeated: {repeated}", "ValueError")
+
+    results: list[bytes | None] = [None] * len(calls)
+    found: list[tuple[int, Session]] = []
+    for i, call in enumerate(calls):
+        try:
+            found.append((i, manager.get(call.session_id)))
+        except ApiError as error:
+            results[i] = _batch_error(error)
+
+    def run_group(items: list[tuple[int, Session, P.BatchCall]]) -> list[tuple[int, bytes]]:
+        out = []
+        for i, session, call in items:
+            try:
+                if call.seq is not None and call.seq == session.last_seq:
+                    reply = session.last_reply
+                elif call.op == "step":
+                    reply = session.do_step(call.action)
+                else:
+                    reply = session.do_reset(call.seed, call.options)
+                if call.seq is not None:
+                    session.last_seq, session.last_reply = call.seq, reply
+                out.append((i, b'{"ok":true,' + reply[1:]))
+            except ApiError as error:
+                out.append((i, _batch_error(error)))
+        return out
+
+    # Locks are taken in one global order so that two batches sharing sessions cannot deadlock.
+    async with AsyncExitStack() as stack:
+        for _, session in sorted(found, key=lambda item: item[1].id):
+            await stack.enter_async_context(session.lock)
+        groups: dict[int, list[tuple[int, Session, P.BatchCall]]] = {}
+        now = time.monotonic()
+        for i, session in found:
+            if session.closed:
+                results[i] = _batch_error(_closed_meanwhile(session))
+                continue
+            session.last_used = now
+            groups.setdefault(session.slot, []).append((i, session, calls[i]))
+        done = await asyncio.gather(*(manager.pool.run(slot, run_group, items) for slot, items in groups.items()))
+        now = time.monotonic()
+        for _, session in found:
+            session.last_used = now
+    for group in done:
+        for i, reply in group:
+            results[i] = reply
+    return b'{"results":[' + b",".join(typing.cast(list[bytes], results)) + b"]}"
+
+
+def _closed_meanwhile(session: Session) -> ApiError:
+    return ApiError(404, f"session {session.id!r} was closed while this batch waited for it", "SessionNotFound")
+
+
+def _batch_error(error: ApiError) -> bytes:
+    return wire.dumps({"ok": False, "status": error.status, "detail": error.detail, "error_type": error.error_type})
+
+
+class EnvServerApp(FastAPI):
+    """The server's FastAPI app, with `_Front` before FastAPI's own stack (`create_app` sets it)."""
+
+    front: _Front | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.front is None:
+            await super().__call__(scope, receive, send)
+        else:
+            await self.front(scope, receive, send)
+
+
+def create_app(
+    env_ids: list[str] | None,
+    *,
+    token: str | None = None,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    ttl: float | None = DEFAULT_TTL,
+    workers: int = DEFAULT_WORKERS,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> EnvServerApp:
+    """The server app for `env_ids` (None: every registered id but the remote clients).
+
+    Args:
+        env_ids: Registered ids to serve; the first is the default and the one AgentGym's routes serve.
+        token: When set, every request must carry `Authorization: Bearer <token>`.
+        max_sessions: Sessions allowed at once (429 past it).
+        ttl: Seconds of idleness after which a session is closed (None or 0: never).
+        workers: Threads for blocking env calls; each session is pinned to one.
+        max_body_bytes: Largest request body (413 past it).
+    """
+    manager = SessionManager(env_ids, max_sessions=max_sessions, ttl=ttl, workers=workers)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> typing.AsyncIterator[None]:
+        manager.start()
+        try:
+            yield
+        finally:
+            await manager.shutdown()
+
+    served = ", ".join(manager.served()[:5]) + (" ..." if len(manager.served()) > 5 else "")
+    app = EnvServerApp(
+        title="AgentGym env server",
+        summary=f"Serves {served}",
+        description=__doc__.split("\n\n", 2)[1],
+        version="1",
+        lifespan=lifespan,
+    )
+    app.state.manager = manager
+
+    async def api_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, ApiError)
+        return JSONResponse(error.payload(), status_code=error.status)
+
+    async def validation_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, RequestValidationError)
+        return JSONResponse(_validation_reply(list(error.errors())), status_code=422)
+
+    async def unexpected(request: Request, error: Exception) -> Response:
+        return JSONResponse(_unexpected_reply(error), status_code=500)
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(Exception, unexpected)
+
+    # ---- sessions ---------------------------------------------------------------------------------
+    @app.post("/sessions", response_model=P.SessionInfo, status_code=201, tags=["sessions"], responses=_ERRORS)
+    async def create_session(body: P.CreateSessionRequest) -> dict[str, Any]:
+        """Make an env of a served id (with `gym.make(env_id, **kwargs)`) in a new session."""
+        session = await manager.create(body.env_id or manager.default_env_id(), body.kwargs)
+        return {**session.summary(), "description": session.description}
+
+    @app.get("/sessions", response_model=P.SessionList, tags=["sessions"], responses=_ERRORS)
+    async def list_sessions() -> dict[str, Any]:
+        """Every open session."""
+        return {"sessions": [session.summary() for session in manager.sessions.values()]}
+
+    @app.get("/sessions/{session_id}", response_model=P.SessionInfo, tags=["sessions"], responses=_ERRORS)
+    async def session_info(session_id: str) -> dict[str, Any]:
+        """One session: its env's description (spaces, class attributes, splits) and its counters."""
+        session = manager.get(session_id)
+        return {**session.summary(), "description": session.description}
+
+    @app.delete("/sessions/{session_id}", response_model=P.CloseResponse, tags=["sessions"], responses=_ERRORS)
+    async def close_session(session_id: str) -> dict[str, Any]:
+        """Close the session's env (after its call in flight, if any) and free its backend."""
+        await manager.close(manager.get(session_id))
+        return {"session_id": session_id, "closed": True}
+
+    @app.post("/sessions/{session_id}/reset", response_model=P.ResetResponse, tags=["sessions"], responses=_ERRORS)
+    async def reset(session_id: str, body: P.ResetRequest) -> Response:
+        """`env.reset(seed=..., options=...)`."""
+        session = manager.get(session_id)
+        return _json(await manager.call(session, session.do_reset, body.seed, body.options, seq=body.seq))
+
+    @app.post("/sessions/{session_id}/step", response_model=P.StepResponse, tags=["sessions"], responses=_ERRORS)
+    async def step(session_id: str, body: P.StepRequest) -> Response:
+        """`env.step(action)`."""
+        session = manager.get(session_id)
+        return _json(await manager.call(session, session.do_step, body.action, seq=body.seq))
+
+    @app.get("/sessions/{session_id}/tasks", response_model=P.TasksResponse, tags=["sessions"], responses=_ERRORS)
+    async def tasks(
+        session_id: str,
+        split: str = Query(description="A split of the env, e.g. train or test"),
+        offset: int = Query(0, ge=0),
+        limit: int = Query(10_000, ge=1, le=100_000),
+    ) -> dict[str, Any]:
+        """Task ids of a split, a page at a time (`env.tasks(split)[offset:offset + limit]`)."""
+        session = manager.get(session_id)
+        return await manager.call(session, session.do_tasks, split, offset, limit)
+
+    @app.post("/sessions/{session_id}/expert", response_model=P.ExpertResponse, tags=["expert"], responses=_ERRORS)
+    async def make_expert(session_id: str) -> dict[str, Any]:
+        """`env.unwrapped.make_expert()` for the current episode (501 where the scenario has none)."""
+        session = manager.get(session_id)
+        await manager.call(session, session.do_make_expert)
+        return {"session_id": session_id, "ready": True}
+
+    @app.post(
+        "/sessions/{session_id}/expert/act", response_model=P.ExpertActResponse, tags=["expert"], responses=_ERRORS
+    )
+    async def expert_act(session_id: str, body: P.ExpertActRequest) -> Response:
+        """The expert's next action for an observation and info."""
+        session = manager.get(session_id)
+        return _json(await manager.call(session, session.do_expert_act, body.observation, body.info, seq=body.seq))
+
+    # ---- batches ----------------------------------------------------------------------------------
+    @app.post("/batch", response_model=P.BatchResponse, tags=["batch"], responses=_ERRORS)
+    async def batch(body: P.BatchRequest) -> Response:
+        """Reset or step many sessions in one request, one call per session, run concurrently.
+
+        Each result is either the call's reply with `ok: true`, or `ok: false` with the `status` and
+        `detail` the call alone would have got; one failed call does not fail the others.
+        """
+        return _json(await _batch(manager, body.calls))
+
+    # ---- the server -------------------------------------------------------------------------------
+    @app.get("/envs", response_model=P.EnvList, tags=["server"], responses=_ERRORS)
+    async def envs() -> dict[str, Any]:
+        """The served ids, each described with its default kwargs (splits with their sizes, spaces, prompt)."""
+        return {"envs": [await manager.description(env_id) for env_id in manager.served()]}
+
+    @app.get("/health", response_model=P.Health, tags=["server"], responses=_ERRORS)
+    async def health() -> dict[str, Any]:
+        """Liveness, sessions, uptime and memory."""
+        return {
+            "status": "ok",
+            "sessions": len(manager.sessions),
+            "max_sessions": manager.max_sessions,
+            "ttl_s": manager.ttl,
+            "reaped": manager.reaped,
+            "uptime_s": round(time.monotonic() - manager.started, 3),
+            "rss_bytes": _rss(),
+            "children_rss_bytes": _children_rss(),
+            "workers": manager.pool.size,
+        }
+
+    # ---- AgentGym's own routes (one env per server: the first served id) -------------------------
+    compat = {"tags": ["agentgym-compat"], "responses": _ERRORS}
+
+    def compat_session(compat_id: int) -> Session:
+        session_id = manager.compat.get(compat_id)
+        if session_id is None:
+            raise ApiError(404, f"The id {compat_id} is not valid (never made, closed or reaped).", "SessionNotFound")
+        return manager.get(session_id)
+
+    async def compat_reset(session: Session, data_idx: int) -> dict[str, Any]:
+        options = _compat_options(session.description, data_idx)
+        await manager.call(session, session.do_reset, None, options)
+        info = session.info or {}
+        return {
+            "id": session.compat_id,
+            "observation": session.observation,
+            "reward": 0.0,
+            "score": float(info.get("score", 0.0)),
+            "done": False,
+            "deleted": False,
+            "task_description": str(info.get("instruction", "")),
+            "info": info,
+        }
+
+    @app.get("/", tags=["agentgym-compat"])
+    async def hello() -> str:
+        """AgentGym's greeting route."""
+        return f"This is environment {manager.default_env_id()} (AgentGym-RL server)."
+
+    @app.post("/create", response_model=P.CompatCreateReply, **compat)
+    async def compat_create(body: Annotated[dict[str, Any] | None, Body()] = None) -> dict[str, Any]:
+        """AgentGym's `/create`: a session of the first served id, reset to `data_idx` 0 (its body is ignored)."""
+        session = await manager.create(manager.default_env_id(), {})
+        manager.new_compat_id(session)
+        reply = await compat_reset(session, 0)
+        return {key: reply[key] for key in ("id", "observation", "reward", "score", "done")}
+
+    @app.post("/reset", response_model=P.CompatResetReply, **compat)
+    async def compat_reset_route(body: P.CompatResetBody) -> dict[str, Any]:
+        """AgentGym's `/reset`: `data_idx` indexes the tasks of all splits in order (train first)."""
+        return await compat_reset(compat_session(body.id), body.data_idx)
+
+    @app.post("/step", response_model=P.CompatStepReply, **compat)
+    async def compat_step(body: P.CompatStepBody) -> Response:
+        """AgentGym's `/step`: `done` is terminated or truncated, `score` the score so far."""
+        session = compat_session(body.id)
+        reply = await manager.call(session, session.do_step, body.action)
+        step = P.StepResponse.model_validate_json(reply)
+        return _json(
+            wire.dumps(
+                {
+                    "observation": step.observation,
+                    "reward": step.reward,
+                    "score": float(step.info.get("score", 0.0)),
+                    "done": step.terminated or step.truncated,
+                    "info": step.info,
+                }
+            )
+        )
+
+    @app.get("/observation", response_model=str, **compat)
+    async def compat_observation(id: int = Query(description="The id /create answered")) -> str:
+        """AgentGym's `/observation`: the current observation text."""
+        session = compat_session(id)
+        if session.observation is None:
+            raise ApiError(409, f"env {id} has not been reset yet", "ResetNeeded")
+        return session.observation
+
+    @app.post("/close", response_model=P.CompatCloseReply, **compat)
+    async def compat_close(body: P.CompatIdBody) -> dict[str, Any]:
+        """AgentGym's `/close`."""
+        await manager.close(compat_session(body.id))
+        return {"id": body.id, "closed": True}
+
+    app.front = _Front(
+        functools.partial(FastAPI.__call__, app),
+        token=token,
+        max_body_bytes=max_body_bytes,
+        session_routes={"reset": reset, "step": step, "expert/act": expert_act},
+        batch=batch,
+    )
+    if token:
+        _declare_bearer(app)
+    return app
+
+
+def _declare_bearer(app: FastAPI) -> None:
+    """Say in the OpenAPI schema that every route wants a bearer token."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            schema.setdefault("components", {})["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            schema["security"] = [{"bearer": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def serve(
+    env_ids: list[str],
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    *,
+    token: str | None = None,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    ttl: float | None = DEFAULT_TTL,
+    workers: int = DEFAULT_WORKERS,
+    log_level: str = "warning",
+) -> None:
+    """Serve `env_ids` until interrupted (SIGINT/SIGTERM close every session before exiting).
+
+    `token` defaults to `$AGENTGYM_TOKEN`. Prints one line with the address once listening (port 0
+    picks a free port and prints it).
+    """
+    import uvicorn
+
+    token = token or os.environ.get(wire.TOKEN_ENV_VAR) or None
+    app = create_app(env_ids, token=token, max_sessions=max_sessions, ttl=ttl, workers=workers)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        timeout_keep_alive=75,  # clients think for long between steps (a model generates)
+        proxy_headers=False,  # no proxy in front by default; saves a middleware layer per request
+        timeout_graceful_shutdown=10,
+    )
+    sock = config.bind_socket()
+    sock.listen(config.backlog)  # connections wait in the backlog from now on, not refused until startup
+    bound = sock.getsockname()[1]
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    if not loopback and not token:
+        print(
+            f"warning: serving on {host} without --token: anyone who can reach port {bound} can run envs here",
+            file=sys.stderr,
+        )
+    auth = "; bearer token required" if token else ""
+    print(f"agentgym serve: {', '.join(env_ids)} on http://{host}:{bound} (docs at /docs{auth})", flush=True)
+    uvicorn.Server(config).run(sockets=[sock])

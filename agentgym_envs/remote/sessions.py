@@ -1,0 +1,407 @@
+"""Sessions of a server: one env each, a lock each, a session cap, and an idle-TTL reaper.
+
+The manager runs on the server's event loop; env calls go to the `WorkerPool`, always on the
+session's own thread. Everything here is free of web-framework code: errors are `ApiError`s that
+the app turns into JSON replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import gc
+import itertools
+import logging
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+import agentgym_envs
+from agentgym_envs.core import TextEnv, TextSpace
+from agentgym_envs.remote import wire
+from agentgym_envs.remote.workers import WorkerPool
+
+_log = logging.getLogger(__name__)
+
+#: Registered ids that are clients themselves; a server never serves them (no loops).
+REMOTE_PREFIX = "AgentGym/Remote"
+
+
+class ApiError(Exception):
+    """An error reply: HTTP `status`, a human-readable `detail`, and the `error_type` a client maps back."""
+
+    def __init__(self, status: int, detail: str, error_type: str | None = None):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.error_type = error_type
+
+    def payload(self) -> dict[str, Any]:
+        return {"detail": self.detail, "error_type": self.error_type}
+
+
+def env_error(error: BaseException, what: str) -> ApiError:
+    """The reply for an exception raised by an env call (`what` says which call)."""
+    return ApiError(wire.status_for(error), f"{what}: {type(error).__name__}: {error}", wire.error_name(error))
+
+
+def describe_space(space: gym.Space) -> dict[str, Any]:
+    """A space as JSON: a `TextSpace` by its bound; any other by its class name and repr."""
+    if isinstance(space, TextSpace):
+        return {"type": "TextSpace", "max_length": space.max_length}
+    return {"type": type(space).__name__, "repr": repr(space)}
+
+
+def describe_env(env_id: str, env: gym.Env) -> dict[str, Any]:
+    """What a client mirrors of an env: spaces, the scenario's class attributes, splits with their sizes."""
+    base = env.unwrapped
+    splits = getattr(base, "splits", ())
+    counts = {split: int(base._task_count(split)) for split in splits} if isinstance(base, TextEnv) else {}
+    metadata = {k: v for k, v in base.metadata.items() if k in ("render_modes", "render_fps")}
+    return {
+        "env_id": env_id,
+        "class_name": f"{type(base).__module__}.{type(base).__qualname__}",
+        "observation_space": describe_space(env.observation_space),
+        "action_space": describe_space(env.action_space),
+        "default_max_turns": getattr(base, "default_max_turns", None),
+        "action_format": getattr(base, "action_format", None),
+        "system_prompt": getattr(base, "system_prompt", ""),
+        "splits": counts,
+        "metadata": metadata,
+        "has_expert": isinstance(base, TextEnv) and type(base).make_expert is not TextEnv.make_expert,
+        "max_episode_steps": env.spec.max_episode_steps if env.spec is not None else None,
+    }
+
+
+def _trim_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the OS (glibc), so RSS falls after a reap."""
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+@dataclass(eq=False)
+class Session:
+    """One env and what the server remembers about it."""
+
+    id: str
+    env_id: str
+    kwargs: dict[str, Any]
+    env: gym.Env
+    slot: int
+    description: dict[str, Any]
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    created: float = field(default_factory=time.time)
+    last_used: float = field(default_factory=time.monotonic)
+    steps: int = 0
+    episodes: int = 0
+    episode_over: bool = False
+    observation: str | None = None
+    info: dict[str, Any] | None = None
+    expert: Any = None
+    compat_id: int | None = None
+    closed: bool = False
+    # The last numbered call and its reply: a client that retries after a dropped connection sends
+    # the same number again and gets the same reply instead of a second step.
+    last_seq: int | None = None
+    last_reply: bytes | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "session_id": self.id,
+            "env_id": self.env_id,
+            "kwargs": self.kwargs,
+            "created_at": self.created,
+            "idle_s": round(time.monotonic() - self.last_used, 3),
+            "steps": self.steps,
+            "episodes": self.episodes,
+            "episode_over": self.episode_over,
+            "busy": self.lock.locked(),
+            "compat_id": self.compat_id,
+        }
+
+    # ---- env calls: run on the session's worker thread -------------------------------------------
+    def do_reset(self, seed: int | None, options: dict[str, Any] | None) -> bytes:
+        try:
+            observation, info = self.env.reset(seed=seed, options=options)
+        except Exception as error:
+            raise env_error(error, "reset") from error
+        self.observation, self.info = observation, info
+        self.episodes += 1
+        self.episode_over = False
+        self.expert = None
+        return wire.dumps({"observation": observation, "info": info})
+
+    def do_step(self, action: str) -> bytes:
+        space = self.env.action_space
+        if isinstance(space, TextSpace) and len(action) > space.max_length:
+            raise ApiError(
+                422,
+                f"action has {len(action):,} characters; {self.env_id}'s action space allows at most "
+                f"{space.max_length:,}",
+                "ValueError",
+            )
+        try:
+            observation, reward, terminated, truncated, info = self.env.step(action)
+        except Exception as error:
+            raise env_error(error, "step") from error
+        self.observation, self.info = observation, info
+        self.steps += 1
+        self.episode_over = bool(terminated or truncated)
+        return wire.dumps(
+            {
+                "observation": observation,
+                "reward": float(reward),
+                "terminated": bool(terminated),
+                "truncated": bool(truncated),
+                "info": info,
+            }
+        )
+
+    def do_make_expert(self) -> None:
+        try:
+            self.expert = self.env.unwrapped.make_expert()
+        except Exception as error:
+            raise env_error(error, "make_expert") from error
+
+    def do_expert_act(self, observation: str, info: dict[str, Any]) -> bytes:
+        if self.expert is None:
+            raise ApiError(
+                409,
+                f"session {self.id} has no expert for this episode; POST /sessions/{self.id}/expert after reset",
+                "ResetNeeded",
+            )
+        try:
+            action = self.expert.act(observation, info)
+        except Exception as error:
+            raise env_error(error, "expert.act") from error
+        return wire.dumps({"action": action})
+
+    def do_tasks(self, split: str, offset: int, limit: int) -> dict[str, Any]:
+        base = self.env.unwrapped
+        if split not in self.description["splits"]:
+            raise ApiError(422, f"unknown split {split!r}; {self.env_id} has {list(self.description['splits'])}")
+        total = self.description["splits"][split]
+        stop = min(total, offset + limit)
+        try:
+            ids = [base._task_at(split, i) for i in range(offset, stop)]
+        except Exception as error:
+            raise env_error(error, "tasks") from error
+        return {"split": split, "total": total, "offset": offset, "task_ids": ids}
+
+    def do_close(self) -> None:
+        try:
+            self.env.close()
+        except Exception:  # closing must not fail the caller; the backend is gone either way
+            _log.exception("closing session %s (%s) failed", self.id, self.env_id)
+
+
+class SessionManager:
+    """The sessions of one server.
+
+    Args:
+        env_ids: The ids this server serves; None serves every registered id (the client's loopback
+            server does this), except the remote client ids themselves.
+        max_sessions: Sessions allowed at once; creating one more is answered 429.
+        ttl: Seconds a session may stay idle before the reaper closes it (0 or None: never).
+        workers: Threads for blocking env calls.
+    """
+
+    def __init__(
+        self,
+        env_ids: list[str] | None,
+        max_sessions: int = 1024,
+        ttl: float | None = 600.0,
+        workers: int = 16,
+    ):
+        if env_ids is not None:
+            unknown = [env_id for env_id in env_ids if env_id not in gym.registry]
+            if unknown:
+                raise ValueError(f"unknown env ids {unknown}; registered: {agentgym_envs.registered_ids}")
+            remote = [env_id for env_id in env_ids if env_id.startswith(REMOTE_PREFIX)]
+            if remote:
+                raise ValueError(f"{remote} are clients of a server; serve the env they would connect to instead")
+            if not env_ids:
+                raise ValueError("serve at least one env id")
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        self.env_ids = list(env_ids) if env_ids is not None else None
+        self.max_sessions = max_sessions
+        self.ttl = ttl if ttl and ttl > 0 else None
+        self.pool = WorkerPool(workers)
+        self.sessions: dict[str, Session] = {}
+        self.compat: dict[int, str] = {}
+        self._compat_ids = itertools.count()
+        self._pending = 0
+        self._descriptions: dict[str, dict[str, Any]] = {}
+        self._reaper: asyncio.Task | None = None
+        self.started = time.monotonic()
+        self.reaped = 0
+
+    # ---- ids --------------------------------------------------------------------------------------
+    def served(self) -> list[str]:
+        """The ids this server serves, in order."""
+        if self.env_ids is not None:
+            return list(self.env_ids)
+        return [env_id for env_id in agentgym_envs.registered_ids if not env_id.startswith(REMOTE_PREFIX)]
+
+    def default_env_id(self) -> str:
+        """The id a request without one gets (and the AgentGym-compatible routes serve): the first served."""
+        return self.served()[0]
+
+    def check_env_id(self, env_id: str) -> None:
+        allowed = (
+            env_id in self.env_ids
+            if self.env_ids is not None
+            else env_id in gym.registry and not env_id.startswith(REMOTE_PREFIX)
+        )
+        if not allowed:
+            raise ApiError(404, f"env id {env_id!r} is not served here; served ids: {self.served()}", "UnknownEnvId")
+
+    async def description(self, env_id: str) -> dict[str, Any]:
+        """The description of `env_id` with default kwargs (cached; the env is made and closed once)."""
+        self.check_env_id(env_id)
+        if env_id not in self._descriptions:
+
+            def probe() -> dict[str, Any]:
+                env = gym.make(env_id)
+                try:
+                    return describe_env(env_id, env)
+                finally:
+                    env.close()
+
+            try:
+                self._descriptions[env_id] = await self.pool.run(0, probe)
+            except Exception as error:
+                raise env_error(error, f"describing {env_id}") from error
+        return self._descriptions[env_id]
+
+    # ---- lifecycle --------------------------------------------------------------------------------
+    async def create(self, env_id: str, kwargs: dict[str, Any]) -> Session:
+        self.check_env_id(env_id)
+        if len(self.sessions) + self._pending >= self.max_sessions:
+            idle = f"idle ones are closed after {self.ttl:g} s" if self.ttl else "this server does not reap idle ones"
+            raise ApiError(
+                429,
+                f"this server holds its maximum of {self.max_sessions} sessions (--max-sessions); close some "
+                f"(DELETE /sessions/{{id}}) or retry later ({idle})",
+                "TooManySessions",
+            )
+        self._pending += 1
+        slot = self.pool.assign()
+        try:
+
+            def make() -> tuple[gym.Env, dict[str, Any]]:
+                env = gym.make(env_id, **kwargs)
+                try:
+                    return env, describe_env(env_id, env)
+                except BaseException:
+                    env.close()
+                    raise
+
+            try:
+                env, description = await self.pool.run(slot, make)
+            except TypeError as error:
+                raise ApiError(422, f"cannot make {env_id} with kwargs {kwargs}: {error}", "TypeError") from error
+            except Exception as error:
+                raise env_error(error, f"making {env_id}") from error
+        except BaseException:
+            self.pool.release(slot)
+            raise
+        finally:
+            self._pending -= 1
+        session = Session(secrets.token_hex(8), env_id, kwargs, env, slot, description)
+        self.sessions[session.id] = session
+        return session
+
+    def get(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            ttl = f", reaped after {self.ttl:g} s idle" if self.ttl else ""
+            raise ApiError(
+                404,
+                f"unknown session {session_id!r}: it was closed{ttl}, or never existed here "
+                "(a restarted server forgets its sessions); create one with POST /sessions",
+                "SessionNotFound",
+            )
+        return session
+
+    async def close(self, session: Session) -> None:
+        """Close `session` once its current call (if any) is done; idempotent."""
+        async with session.lock:
+            if session.closed:
+                return
+            session.closed = True
+            self.sessions.pop(session.id, None)
+            if session.compat_id is not None:
+                self.compat.pop(session.compat_id, None)
+            await self.pool.run(session.slot, session.do_close)
+            self.pool.release(session.slot)
+
+    async def call(self, session: Session, fn: Any, *args: Any, seq: int | None = None) -> Any:
+        """Run `fn(*args)` (a `Session.do_*` method) on the session's thread, under its lock.
+
+        A repeated `seq` returns the reply of the call that carried it without running `fn` again.
+        """
+        async with session.lock:
+            if session.closed:
+                self.get(session.id)  # raises the 404 of a session that is gone
+            session.last_used = time.monotonic()
+            try:
+                if seq is not None and seq == session.last_seq:
+                    return session.last_reply
+                reply = await self.pool.run(session.slot, fn, *args)
+                if seq is not None:
+                    session.last_seq, session.last_reply = seq, reply
+                return reply
+            finally:
+                session.last_used = time.monotonic()
+
+    def new_compat_id(self, session: Session) -> int:
+        session.compat_id = next(self._compat_ids)
+        self.compat[session.compat_id] = session.id
+        return session.compat_id
+
+    # ---- the reaper and shutdown -----------------------------------------------------------------
+    def start(self) -> None:
+        """Start the idle reaper (call on the server's event loop)."""
+        if self.ttl is not None and self._reaper is None:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+
+    async def _reap_forever(self) -> None:
+        assert self.ttl is not None
+        interval = min(max(self.ttl / 4, 0.05), 10.0)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.reap()
+            except Exception:  # keep reaping whatever one close did
+                _log.exception("reaping idle sessions failed")
+
+    async def reap(self) -> int:
+        """Close every session idle for longer than the TTL; return how many were closed."""
+        if self.ttl is None:
+            return 0
+        now = time.monotonic()
+        idle = [s for s in self.sessions.values() if not s.lock.locked() and now - s.last_used > self.ttl]
+        if not idle:
+            return 0
+        await asyncio.gather(*(self.close(session) for session in idle))
+        self.reaped += len(idle)
+        _log.info("reaped %d idle sessions", len(idle))
+        await asyncio.to_thread(_trim_memory)
+        return len(idle)
+
+    async def shutdown(self) -> None:
+        """Close every session (waiting for calls in flight), then stop the worker threads."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+        await asyncio.gather(*(self.close(session) for session in list(self.sessions.values())))
+        self.pool.shutdown()  # every queue is empty by now; this only joins the threads
