@@ -8,6 +8,7 @@ registered with Gymnasium's vector utilities so that `gym.make_vec` works in syn
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -157,6 +158,19 @@ def _write_text(space: TextSpace, index: int, value: str, shared_memory: Any) ->
     row = np.frombuffer(shared_memory.get_obj(), dtype=np.int32)[index * size : (index + 1) * size]
     row[0] = len(codes)
     row[1 : 1 + len(codes)] = codes
+
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def normalise_action(action: str, lower: bool = True) -> str:
+    """Single spaces, no surrounding quotes or backticks, no final full stop; lower case unless told not to.
+
+    >>> normalise_action("  `Turn  LEFT.` ")
+    'turn left'
+    """
+    text = _WHITESPACE.sub(" ", action).strip().strip("`'\"").rstrip(".!").strip()
+    return text.lower() if lower else text
 
 
 class EpisodeOverError(RuntimeError):

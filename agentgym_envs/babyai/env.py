@@ -15,7 +15,7 @@ from minigrid.minigrid_env import MiniGridEnv
 from agentgym_envs.babyai import levels as L
 from agentgym_envs.babyai.planner import path_to_face
 from agentgym_envs.babyai.view import KnownObject, ObjectMemory, object_label, relative_position
-from agentgym_envs.core import TextEnv
+from agentgym_envs.core import TextEnv, normalise_action
 
 _log = logging.getLogger(__name__)
 
@@ -46,12 +46,6 @@ _HIGH_LEVEL = re.compile(
     r"^(?P<verb>go to|pick up|go through|toggle and go through) (?:the |a )?"
     r"(?P<color>[a-z]+) (?P<kind>[a-z]+)(?: (?P<n>\d+))?$"
 )
-_NORMALISE = re.compile(r"\s+")
-
-
-def normalise_action(action: str) -> str:
-    """Lower case, single spaces, no surrounding quotes or final full stop."""
-    return _NORMALISE.sub(" ", action).strip().strip("`'\"").rstrip(".!").strip().lower()
 
 
 class BabyAIEnv(TextEnv):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentgym_envs.core import TextEnv
+from agentgym_envs.core import TextEnv, normalise_action
 from agentgym_envs.textcraft import tasks as T
 from agentgym_envs.textcraft.commands import MAX_DISTRACTORS, commands_block
 from agentgym_envs.textcraft.names import ItemNameError, display_name
@@ -14,17 +14,11 @@ from agentgym_envs.textcraft.recipes import Recipe, load_recipe_book
 #: The most items one `get` hands out (far above what any task needs).
 MAX_GET = 1000
 
-_SPACES = re.compile(r"\s+")
 _GET = re.compile(r"get (?:([0-9]+) )?(.+)")
 _CRAFT = re.compile(r"craft (?:[0-9]+ )?(.+?) using (.+)")
 _INGREDIENT = re.compile(r"([0-9]{1,6}) (.+)")
 _INVENTORY = frozenset({"inventory", "check inventory", "look at inventory"})
 _USAGE = "Use 'get <n> <item>', 'craft <n> <item> using <m> <ingredient>, ...' or 'inventory'."
-
-
-def normalise_action(action: str) -> str:
-    """Lower case, single spaces, no surrounding quotes or final full stop."""
-    return _SPACES.sub(" ", action).strip().strip("`'\"").rstrip(".!").strip().lower()
 
 
 def _shown(text: str) -> str:
