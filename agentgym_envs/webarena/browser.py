@@ -1,0 +1,221 @@
+"""One Chromium per Python process, shared by every WebArena env in it.
+
+Playwright's sync API is bound to the thread that started it and refuses to start inside a running
+asyncio loop (e.g. a notebook). So the manager owns a dedicated thread: Playwright and the browser
+live there, and every browser call of every env runs on it (`BrowserManager.call`), whatever thread
+the env is used from. Envs hold a reference while they have a browser context open; when the last
+one is released, the browser and Playwright's driver stop, so no Chromium process outlives the envs.
+
+A browser that died (crash, killed) is noticed through Playwright's `disconnected` event and
+relaunched by the next `browser()` call, i.e. the next reset.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import queue
+import shutil
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+_log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Flags for a headless, quiet browser that does not call home.
+LAUNCH_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+#: Debian's `/usr/bin/chromium` is a shell script that sources /etc/chromium.d (API keys, extension
+#: flags, a noisy /dev/shm check) before running this binary; we run the binary directly.
+_DEBIAN_BINARY = "/usr/lib/chromium/chromium"
+_CANDIDATES = (_DEBIAN_BINARY, "/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
+
+
+def find_chromium(path: str | os.PathLike[str] | None = None) -> str:
+    """The Chromium executable: `path`, else `$AGENTGYM_CHROMIUM`, else Debian's Chromium or one on PATH."""
+    if path is None:
+        path = os.environ.get("AGENTGYM_CHROMIUM")
+    if path is not None:
+        path = str(path)
+        if path == "/usr/bin/chromium" and os.access(_DEBIAN_BINARY, os.X_OK):
+            return _DEBIAN_BINARY
+        resolved = shutil.which(path)
+        if resolved is None:
+            raise FileNotFoundError(f"Chromium executable {path!r} not found or not executable")
+        return resolved
+    for candidate in _CANDIDATES:
+        resolved = shutil.which(candidate) if not candidate.startswith("/") else candidate
+        if resolved and os.access(resolved, os.X_OK) and Path(resolved).is_file():
+            return resolved
+    raise FileNotFoundError(
+        "no Chromium found: install it (Debian/Ubuntu: apt-get install -y chromium) or pass "
+        "chromium_path=... / set AGENTGYM_CHROMIUM (Playwright's own browser download is not needed)"
+    )
+
+
+class BrowserManager:
+    """The process's browser: its thread, Playwright, the Chromium process and the users' count."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Future] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._users = 0
+        self._playwright: Any = None
+        self._browser: Any = None
+        self._executable: str | None = None
+        self.launches = 0
+
+    # ---- the browser thread ---------------------------------------------------------------------
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run `fn(*args, **kwargs)` on the browser thread and return its result (or raise its error)."""
+        if threading.current_thread() is self._thread:
+            return fn(*args, **kwargs)
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="agentgym-browser", daemon=True)
+                self._thread.start()
+        future: Future = Future()
+        self._queue.put((lambda: fn(*args, **kwargs), future))
+        return future.result()
+
+    def _serve(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as error:
+                future.set_exception(error)
+
+    # ---- users ----------------------------------------------------------------------------------
+    def acquire(self) -> None:
+        """Count one more user (an env with an open context)."""
+        with self._lock:
+            self._users += 1
+
+    def release(self) -> None:
+        """Count one user less; the last one out stops the browser and Playwright's driver."""
+        with self._lock:
+            self._users = max(0, self._users - 1)
+            last = self._users == 0
+        if last:
+            self.call(self._stop)
+
+    @property
+    def users(self) -> int:
+        return self._users
+
+    # ---- the browser (call these on the browser thread) -----------------------------------------
+    def browser(self, executable: str) -> tuple[Any, bool]:
+        """The running browser, launched or relaunched as needed; also whether it was relaunched
+        after a crash. Browser thread only."""
+        self._check_thread()
+        if self._browser is not None and self._executable != executable:
+            raise ValueError(
+                f"this process's browser runs {self._executable}; all envs of one process share it, so "
+                f"chromium_path={executable!r} cannot differ"
+            )
+        relaunched = False
+        if self._browser is not None and not self._browser.is_connected():
+            _log.warning("Chromium exited unexpectedly (crash or kill); relaunching it")
+            self._stop()
+            relaunched = True
+        if self._browser is None:
+            self._launch(executable)
+        return self._browser, relaunched
+
+    def connected(self) -> bool:
+        """Whether the browser is up. Browser thread only."""
+        return self._browser is not None and self._browser.is_connected()
+
+    def browser_pid(self) -> int | None:
+        """The process id of the browser's main process, or None when none runs. Browser thread only."""
+        if not self.connected():
+            return None
+        session = self._browser.new_browser_cdp_session()
+        try:
+            infos = session.send("SystemInfo.getProcessInfo")["processInfo"]
+        finally:
+            session.detach()
+        return next((int(p["id"]) for p in infos if p.get("type") == "browser"), None)
+
+    def _launch(self, executable: str) -> None:
+        try:
+            from playwright.sync_api import Error as PlaywrightError
+            from playwright.sync_api import sync_playwright
+        except ImportError as error:
+            raise ImportError(
+                "AgentGym/WebArena-v0 needs Playwright: pip install 'agentgym-rl[web]' (and Chromium, e.g. "
+                "apt-get install -y chromium)"
+            ) from error
+        if self._playwright is None:
+            self._playwright = sync_playwright().start()
+        try:
+            self._browser = self._playwright.chromium.launch(
+                executable_path=executable, headless=True, args=list(LAUNCH_ARGS)
+            )
+        except PlaywrightError:
+            # The driver itself may be gone (it dies with the browser it was killed with): start afresh.
+            self._stop()
+            self._playwright = sync_playwright().start()
+            try:
+                self._browser = self._playwright.chromium.launch(
+                    executable_path=executable, headless=True, args=list(LAUNCH_ARGS)
+                )
+            except PlaywrightError as error:
+                self._stop()
+                raise RuntimeError(f"could not launch Chromium at {executable}: {error.message}") from error
+        self._executable = executable
+        self.launches += 1
+
+    def _stop(self) -> None:
+        browser, playwright = self._browser, self._playwright
+        self._browser = self._playwright = None
+        self._executable = None
+        for close in (browser and browser.close, playwright and playwright.stop):
+            if close:
+                try:
+                    close()
+                except Exception as error:  # already dead: nothing left to close
+                    _log.debug("ignoring error while closing the browser: %r", error)
+
+    def _check_thread(self) -> None:
+        if threading.current_thread() is not self._thread:
+            raise RuntimeError("browser objects may only be used on the browser thread; use BrowserManager.call")
+
+    def shutdown(self) -> None:
+        """Stop the browser and Playwright now (at exit, or in tests)."""
+        if self._thread is not None and self._thread.is_alive():
+            self.call(self._stop)
+
+
+_MANAGER = BrowserManager()
+atexit.register(_MANAGER.shutdown)
+
+
+def _forget_in_child() -> None:
+    # A forked child (e.g. a vector-env worker) must not touch the parent's browser or thread.
+    _MANAGER.__init__()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def get_manager() -> BrowserManager:
+    """The browser manager of this process."""
+    return _MANAGER

@@ -1,0 +1,379 @@
+"""WebArena as a text environment: a real Chromium driven through Playwright, WebArena's task
+configs, actions and evaluators, and an embedded offline shop so it works with no Docker and no network."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+
+from agentgym_envs.core import TextEnv
+from agentgym_envs.webarena.actions import ACTION_HELP, ActionError, parse_action
+from agentgym_envs.webarena.browser import find_chromium, get_manager
+from agentgym_envs.webarena.evaluators import Evaluation, Helper, evaluate
+from agentgym_envs.webarena.judge import Judge, judge_from_environment
+from agentgym_envs.webarena.observation import window
+from agentgym_envs.webarena.safety import OriginPolicy
+from agentgym_envs.webarena.sites import EmbeddedSites
+from agentgym_envs.webarena.tasks import Task, TaskCatalog, site_urls_from_environment
+
+#: Observation parts other than the page are cut to these lengths.
+_MAX_ACTION_ECHO = 200
+_MAX_TITLE = 100
+_MAX_URL = 300
+_MAX_TABS = 20
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class WebArenaEnv(TextEnv):
+    """Web tasks in a real browser (WebArena) as text.
+
+    ## Description
+    The agent uses a headless Chromium to carry out a task on a website ("Cancel my pending order
+    #1007", "What is the price of the Aurora Desk Lamp?"). Tasks are WebArena JSON configs and are
+    scored by WebArena's evaluators (answer string match, final URL match, and checks of page
+    content after the episode, e.g. that the order really is canceled). By default the env serves
+    its own offline shop (`http://shop.test`, run on a loopback port for this env, its database
+    restored at every reset) with 24 bundled tasks; with `config_dir` it runs a user's WebArena
+    configs against the user's WebArena sites, whose URLs come from WebArena's environment
+    variables (`SHOPPING`, `SHOPPING_ADMIN`, `REDDIT`, `GITLAB`, `MAP`, `WIKIPEDIA`, `HOMEPAGE`).
+    All envs of a process share one browser; each episode gets a fresh browser context.
+
+    ## Actions
+    WebArena's, one per step, e.g. `click [12]`:
+    `click [id]`, `type [id] [text] [press_enter_after=0|1]` (Enter by default; on a drop-down list
+    it chooses the option with that label), `hover [id]`, `press [key_comb]`, `scroll [up|down]`,
+    `new_tab`, `tab_focus [index]`, `close_tab`, `goto [url]`, `go_back`, `go_forward`,
+    `stop [answer]`. An unknown id, a malformed action, an action the page refuses, or a navigation
+    outside the task's websites changes nothing: the observation says why and
+    `info["valid_action"]` is False.
+
+    ## Observation
+    The open tabs, the active page's accessibility tree with numeric ids for the elements one can
+    act on (`[12] link 'Forums'`; ids hold for the current step), the URL, the objective, the
+    previous action and what it did. The page part is cut to `max_tree_chars` with a note;
+    `scroll [down]` shows the next part.
+
+    ## Rewards
+    The evaluation's score in [0, 1] (1 = solved), paid when the episode ends, so the return is
+    the score. A `fuzzy_match` that needs a judge and has none is unscorable: score 0 and
+    `info["unscorable"]` says why.
+
+    ## Termination
+    Terminated by `stop`. Truncated after `max_steps` carried-out (valid) actions, evaluated as if
+    the agent stopped without an answer, or when the browser fails (`info["error"]`).
+
+    ## Safety
+    Only the task's own origins and `allowed_origins` can be reached; other hosts, `file://`,
+    `chrome://` and downloads are blocked by request routing, the agent is told, and the attempts
+    are counted in `info["blocked_navigations"]`, `info["blocked_downloads"]` and
+    `info["blocked_requests"]`.
+
+    ## Registered ids
+    `AgentGym/WebArena-v0`: the bundled tasks on the embedded shop (splits `train` and `test`).
+
+    Args:
+        config_dir: A directory of WebArena task configs (see `tasks`); None for the bundled tasks.
+        site_urls: Site name -> base URL, overriding WebArena's environment variables.
+        allowed_origins: More origins the browser may reach (e.g. a map tile server).
+        chromium_path: The Chromium executable (default: `$AGENTGYM_CHROMIUM`, Debian's chromium).
+        judge: The `fuzzy_match` judge (default: one from `AGENTGYM_JUDGE_BASE_URL`, else none).
+        max_steps: Valid actions before the episode is truncated.
+        max_tree_chars: Characters of the page shown per observation.
+        timeout_ms: Limit of one element action in milliseconds.
+        navigation_timeout_ms: Limit of one page load in milliseconds.
+        render_mode: None or "ansi".
+    """
+
+    default_max_turns = 15
+    action_format = "fenced_or_action_line"
+    system_prompt = (
+        "You are an autonomous agent using a web browser to carry out a task. Each turn you see the open tabs, "
+        "the current page as an accessibility tree in which each element you can act on has a numeric id in "
+        "brackets such as [12], the page's URL, the objective, and your previous action with its result.\n"
+        "Actions:\n" + ACTION_HELP + "\n"
+        "Only the task's websites can be reached: other sites, local files, browser pages and downloads are "
+        "blocked. Issue one action per turn. Think briefly, then put the action in a code block, e.g. "
+        "```click [12]``` (or end with a line 'Action: click [12]'). When the task is done, issue stop; if "
+        "it asks a question, put the answer in the brackets.\n"
+        "Example:\n"
+        "OBSERVATION:\nTab 0 (current): Aurora Desk Lamp | Loopback Market\n"
+        "[14] heading 'Aurora Desk Lamp' level: 1\n[15] paragraph: Price: $34.99\n"
+        "URL: http://shop.test/product/OF-4001\nOBJECTIVE: What is the price of the Aurora Desk Lamp?\n"
+        "PREVIOUS ACTION: click [31]\n"
+        "Your reply: The product page shows the price of the lamp, $34.99, so I can answer.\n```stop [$34.99]```"
+    )
+    splits: ClassVar[tuple[str, ...]] = ("train", "test")
+
+    def __init__(
+        self,
+        config_dir: str | os.PathLike[str] | None = None,
+        site_urls: dict[str, str] | None = None,
+        allowed_origins: tuple[str, ...] | list[str] = (),
+        chromium_path: str | os.PathLike[str] | None = None,
+        judge: Judge | None = None,
+        helpers: dict[str, Helper] | None = None,
+        max_steps: int = 30,
+        max_tree_chars: int = 12000,
+        timeout_ms: float = 3000,
+        navigation_timeout_ms: float = 30000,
+        render_mode: str | None = None,
+    ):
+        super().__init__(render_mode=render_mode)
+        if max_steps < 1 or max_tree_chars < 200:
+            raise ValueError(f"need max_steps >= 1 and max_tree_chars >= 200, got {max_steps} and {max_tree_chars}")
+        if config_dir is None:
+            self.catalog = TaskCatalog.bundled()
+            self._embedded: EmbeddedSites | None = EmbeddedSites()
+        else:
+            self.catalog = TaskCatalog.from_directory(config_dir)
+            self._embedded = None
+            self.splits = self.catalog.splits
+        self._site_urls = dict(site_urls or {})
+        self.allowed_origins = tuple(allowed_origins)
+        OriginPolicy(self.allowed_origins or ["http://placeholder.invalid"])  # fail early on a bad origin
+        self.chromium_path = chromium_path
+        self.judge = judge if judge is not None else judge_from_environment()
+        self.helpers = dict(helpers or {})
+        self.max_steps = max_steps
+        self.max_tree_chars = max_tree_chars
+        self.timeout_ms = timeout_ms
+        self.navigation_timeout_ms = navigation_timeout_ms
+        self._manager = get_manager()
+        self._acquired = False
+        self._session: Any = None
+        self._view: Any = None
+        self._current: Task | None = None  # the episode's task, resolved (core's `_task` is its info)
+        self._steps = 0
+        self._offset = 0
+        self._shown = 0
+        self._previous = "None"
+
+    # ---- tasks ----------------------------------------------------------------------------------
+    def tasks(self, split: str = "train") -> list[str]:
+        if split not in self.splits:
+            raise ValueError(f"unknown split {split!r}; this WebArena env has {list(self.splits)}")
+        return [task.task_id for task in self.catalog.by_split.get(split, [])]
+
+    def _split_of(self, task_id: str) -> str | None:
+        task = self.catalog.by_id.get(task_id)
+        return task.split if task is not None else None
+
+    @property
+    def current_task(self) -> Task | None:
+        """The current episode's task config, with site URLs filled in (None before a reset)."""
+        return self._current
+
+    # ---- episode --------------------------------------------------------------------------------
+    def _reset_task(self, task_id: str) -> tuple[str, dict[str, Any]]:
+        task = self.catalog.by_id[task_id]
+        if self._embedded is not None:
+            self._embedded.start()
+            self._embedded.restore()
+            urls = self._embedded.urls
+        else:
+            urls = site_urls_from_environment(self._site_urls)
+        resolved = task.resolve(urls)
+        site_origins = [urls[site] for site in task.sites if site in urls]
+        policy = OriginPolicy([*resolved.start_urls, *site_origins, *self.allowed_origins])
+        storage_state = resolved.storage_state_path()
+        executable = find_chromium(self.chromium_path)
+        if not self._acquired:
+            self._manager.acquire()
+            self._acquired = True
+        self._close_session()
+        self._session, self._view = self._manager.call(self._open, executable, policy, resolved, storage_state)
+        self._current = resolved
+        self._steps, self._offset, self._previous = 0, 0, "None"
+        info = {
+            "category": task.category,
+            "instruction": task.intent,
+            "available_actions": None,
+            "sites": task.sites,
+            "eval_types": list(task.eval["eval_types"]),
+        }
+        return self._render(""), info
+
+    def _open(self, executable: str, policy: OriginPolicy, task: Task, storage_state: Any) -> tuple[Any, Any]:
+        """Browser thread: a fresh context with the task's start pages, and its first view."""
+        from agentgym_envs.webarena.session import BrowserFailure, BrowserSession, InvalidAction
+
+        browser, _ = self._manager.browser(executable)
+        session = BrowserSession(
+            browser,
+            policy,
+            proxy=self._embedded.proxy if self._embedded is not None else None,
+            storage_state=storage_state,
+            geolocation=task.config.get("geolocation"),
+            timeout_ms=self.timeout_ms,
+            navigation_timeout_ms=self.navigation_timeout_ms,
+        )
+        try:
+            session.open(task.start_urls)
+            session.settle()
+            return session, session.view()
+        except (InvalidAction, BrowserFailure) as error:
+            session.close()
+            raise RuntimeError(f"task {task.task_id}: could not open its start page: {error}") from error
+
+    def _step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self._previous = _short(action, _MAX_ACTION_ECHO) or "(empty)"
+        try:
+            parsed = parse_action(action)
+        except ActionError as error:
+            return self._answer(f"invalid action: {error}.", valid=False)
+        if parsed.kind == "stop":
+            return self._finish(parsed.text, f"You stopped with the answer {parsed.text[:200]!r}.", truncated=False)
+        if (
+            parsed.element_id is not None
+            and parsed.kind != "tab_focus"
+            and parsed.element_id not in self._view.tree.refs
+        ):
+            count = len(self._view.tree.refs)
+            span = f"ids go from 1 to {count}" if count else "this page has no elements with ids"
+            return self._answer(
+                f"invalid action: there is no element [{parsed.element_id}] on this page ({span}).", False
+            )
+        from agentgym_envs.webarena.session import BrowserFailure
+
+        previous_view = self._view
+        try:
+            message, valid, self._view = self._manager.call(self._act, parsed)
+        except BrowserFailure as failure:
+            return self._fail(str(failure))
+        if self._view.url != previous_view.url or self._view.active != previous_view.active:
+            self._offset = 0
+        elif parsed.kind == "scroll" and valid:
+            self._offset += self._shown if parsed.flag else -self._shown
+        if not valid:
+            return self._answer(f"invalid action: {message}.", valid=False)
+        self._steps += 1
+        if self._steps >= self.max_steps:
+            return self._finish("", f"{message}. That was the last of {self.max_steps} steps.", truncated=True)
+        return self._answer(message[:1].upper() + message[1:] + ".", valid=True)
+
+    def _act(self, parsed: Any) -> tuple[str, bool, Any]:
+        """Browser thread: carry out the action, let the page settle, look at it again."""
+        from agentgym_envs.webarena.session import InvalidAction
+
+        try:
+            message, valid = self._session.run(parsed, self._view.tree), True
+        except InvalidAction as error:
+            message, valid = str(error), False
+        self._session.settle()
+        return message, valid, self._session.view()
+
+    def _counters(self) -> dict[str, Any]:
+        session = self._session
+        return {
+            "url": self._view.url if self._view is not None else "",
+            "steps": self._steps,
+            "blocked_navigations": session.blocked_navigations if session else 0,
+            "blocked_downloads": session.blocked_downloads if session else 0,
+            "blocked_requests": session.blocked_requests if session else 0,
+        }
+
+    def _answer(self, result: str, valid: bool) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        info = {"valid_action": valid, "success": False, "available_actions": None, **self._counters()}
+        return self._render(result), 0.0, False, False, info
+
+    def _finish(self, answer: str, result: str, truncated: bool) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        from agentgym_envs.webarena.session import BrowserFailure
+
+        assert self._current is not None
+        try:
+            evaluation: Evaluation = self._manager.call(
+                evaluate, self._current.config, answer, self._session, self.judge, self.helpers
+            )
+        except BrowserFailure as failure:
+            return self._fail(f"{failure} (while evaluating)")
+        score = evaluation.score
+        info = {
+            "valid_action": True,
+            "success": score >= 1.0,
+            "available_actions": None,
+            **self._counters(),
+            "answer": answer,
+            "evaluation": evaluation.details,
+            "unscorable": evaluation.unscorable,
+        }
+        verdict = f"Score: {score:g}." if not evaluation.unscorable else f"Unscorable: {evaluation.unscorable}."
+        return self._render(f"{result} The episode is over. {verdict}"), score, not truncated, truncated, info
+
+    def _fail(self, reason: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """The browser failed: the episode ends (truncated, score 0) with the reason."""
+        self._close_session()
+        text = (
+            f"PREVIOUS ACTION: {self._previous}\nRESULT: the browser failed ({reason}). This episode cannot "
+            "continue and ends here with score 0; the next reset starts a new browser."
+        )
+        info = {
+            "valid_action": False,
+            "success": False,
+            "available_actions": None,
+            **self._counters(),
+            "error": f"browser failure: {reason}",
+        }
+        return text, 0.0, False, True, info
+
+    # ---- text -----------------------------------------------------------------------------------
+    def _render(self, result: str) -> str:
+        view, task = self._view, self._current
+        assert view is not None and task is not None
+        page, self._offset, self._shown = window(view.tree.lines, self._offset, self.max_tree_chars)
+        tabs = [
+            f"Tab {i}{' (current)' if i == view.active else ''}: {_short(title, _MAX_TITLE) or '(untitled)'}"
+            for i, (title, _) in enumerate(view.tabs[:_MAX_TABS])
+        ]
+        if len(view.tabs) > _MAX_TABS:
+            tabs.append(f"(... {len(view.tabs) - _MAX_TABS} more tabs)")
+        parts = [
+            "OBSERVATION:",
+            *tabs,
+            "",
+            page or "(the page is empty)",
+            "",
+            f"URL: {_short(view.url, _MAX_URL)}",
+            f"OBJECTIVE: {task.intent}",
+            f"PREVIOUS ACTION: {self._previous}",
+        ]
+        if result:
+            parts.append(f"RESULT: {result}")
+        return "\n".join(parts)
+
+    # ---- expert, lifecycle ----------------------------------------------------------------------
+    def find_element(self, role: str, name: str, nth: int = 0) -> int | None:
+        """The id of the `nth` element of the current page with this role and exact name, or None."""
+        if self._view is None:
+            return None
+        found = [i for i, node in self._view.tree.nodes.items() if node.role == role and node.name == name]
+        return found[nth] if nth < len(found) else None
+
+    def make_expert(self) -> Any:
+        from agentgym_envs.webarena.expert import WebArenaExpert
+
+        if self._current is None:
+            raise RuntimeError("call reset() before make_expert()")
+        return WebArenaExpert(self)
+
+    def browser_pid(self) -> int | None:
+        """The process id of the shared browser (None when it is not running)."""
+        return self._manager.call(self._manager.browser_pid)
+
+    def _close_session(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            self._manager.call(session.close)
+
+    def close(self) -> None:
+        self._close_session()
+        if self._acquired:
+            self._acquired = False
+            self._manager.release()
+        if self._embedded is not None:
+            self._embedded.stop()
+        self._view = None
+        super().close()

@@ -1,0 +1,1 @@
+"""Loopback Market, the embedded shop (WebArena site name `shopping`, origin `http://shop.test`)."""
