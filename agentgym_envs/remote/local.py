@@ -16,11 +16,12 @@ from typing import Any
 
 
 class ServerThread:
-    """An ASGI app served by uvicorn on a daemon thread, bound to `host` on a free port.
+    """An ASGI app served by uvicorn on a daemon thread, bound to `host` (on a free port by default).
 
     Args:
         app: The ASGI app (e.g. `create_app([...])`).
         host: Address to bind; loopback by default.
+        port: Port to bind; 0 picks a free one (`self.port` says which).
         token: The bearer token the app wants, kept here for clients (`None`: none).
         **config: More `uvicorn.Config` options.
 
@@ -31,7 +32,7 @@ class ServerThread:
         True
     """
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", token: str | None = None, **config: Any):
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, token: str | None = None, **config: Any):
         import uvicorn
 
         options = {
@@ -43,7 +44,7 @@ class ServerThread:
             "timeout_graceful_shutdown": 5,
             **config,
         }
-        self.config = uvicorn.Config(app, host=host, port=0, **options)
+        self.config = uvicorn.Config(app, host=host, port=port, **options)
         self.server = uvicorn.Server(self.config)
         self._socket = self.config.bind_socket()
         self.port: int = self._socket.getsockname()[1]

@@ -63,6 +63,9 @@ class WorkerPool:
                 result, error = None, exc
             with contextlib.suppress(RuntimeError):  # the loop closed while the call ran (server shut down)
                 loop.call_soon_threadsafe(_resolve, future, result, error)
+            # Drop this call's references while waiting for the next: an idle thread must not keep
+            # a closed session's env (and its memory) alive.
+            del job, future, fn, args, result, error
 
     def assign(self) -> int:
         """The slot (thread index) for a new session: the thread serving the fewest sessions."""
