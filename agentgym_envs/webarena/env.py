@@ -11,7 +11,7 @@ from agentgym_envs.webarena.actions import ACTION_HELP, ActionError, parse_actio
 from agentgym_envs.webarena.browser import find_chromium, get_manager
 from agentgym_envs.webarena.evaluators import Evaluation, Helper, evaluate
 from agentgym_envs.webarena.judge import Judge, judge_from_environment
-from agentgym_envs.webarena.observation import window
+from agentgym_envs.webarena.observation import previous_window_start, window
 from agentgym_envs.webarena.safety import OriginPolicy
 from agentgym_envs.webarena.sites import EmbeddedSites
 from agentgym_envs.webarena.tasks import Task, TaskCatalog, site_urls_from_environment
@@ -170,6 +170,7 @@ class WebArenaEnv(TextEnv):
     # ---- episode --------------------------------------------------------------------------------
     def _reset_task(self, task_id: str) -> tuple[str, dict[str, Any]]:
         task = self.catalog.by_id[task_id]
+        executable = find_chromium(self.chromium_path)
         if self._embedded is not None:
             self._embedded.start()
             self._embedded.restore()
@@ -180,7 +181,6 @@ class WebArenaEnv(TextEnv):
         site_origins = [urls[site] for site in task.sites if site in urls]
         policy = OriginPolicy([*resolved.start_urls, *site_origins, *self.allowed_origins])
         storage_state = resolved.storage_state_path()
-        executable = find_chromium(self.chromium_path)
         if not self._acquired:
             self._manager.acquire()
             self._acquired = True
@@ -224,7 +224,7 @@ class WebArenaEnv(TextEnv):
         try:
             parsed = parse_action(action)
         except ActionError as error:
-            return self._answer(f"invalid action: {error}.", valid=False)
+            return self._answer(f"invalid action: {str(error).rstrip('.')}.", valid=False)
         if parsed.kind == "stop":
             return self._finish(parsed.text, f"You stopped with the answer {parsed.text[:200]!r}.", truncated=False)
         if (
@@ -247,9 +247,14 @@ class WebArenaEnv(TextEnv):
         if self._view.url != previous_view.url or self._view.active != previous_view.active:
             self._offset = 0
         elif parsed.kind == "scroll" and valid:
-            self._offset += self._shown if parsed.flag else -self._shown
+            lines = self._view.tree.lines
+            self._offset = (
+                self._offset + self._shown
+                if parsed.flag
+                else previous_window_start(lines, self._offset, self.max_tree_chars)
+            )
         if not valid:
-            return self._answer(f"invalid action: {message}.", valid=False)
+            return self._answer(f"invalid action: {message.rstrip('.')}.", valid=False)
         self._steps += 1
         if self._steps >= self.max_steps:
             return self._finish("", f"{message}. That was the last of {self.max_steps} steps.", truncated=True)
@@ -264,7 +269,11 @@ class WebArenaEnv(TextEnv):
         except InvalidAction as error:
             message, valid = str(error), False
         self._session.settle()
-        return message, valid, self._session.view()
+        view = self._session.view()
+        blocked = self._session.blocked_message()  # after the view: a download is reported late
+        if blocked is not None:
+            message, valid = blocked, False
+        return message, valid, view
 
     def _counters(self) -> dict[str, Any]:
         session = self._session

@@ -224,3 +224,12 @@ def window(lines: list[str], offset: int, max_chars: int) -> tuple[str, int, int
             f"{max_chars} characters; scroll [down] to see them)"
         )
     return text, offset, len(shown)
+
+
+def previous_window_start(lines: list[str], offset: int, max_chars: int) -> int:
+    """Where the window that ends just before line `offset` starts (for scrolling up)."""
+    used, start = 0, min(offset, len(lines))
+    while start > 0 and (start == offset or used + len(lines[start - 1]) + 1 <= max_chars):
+        used += len(lines[start - 1]) + 1
+        start -= 1
+    return start

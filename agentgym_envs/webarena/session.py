@@ -40,7 +40,9 @@ class PageView:
 def _reason(error: Exception) -> str:
     """The first line of a Playwright error, without the API name prefix."""
     message = str(getattr(error, "message", None) or error).strip().splitlines()[0]
-    return message.split(": ", 1)[1] if message.split(": ", 1)[0].count(".") == 1 else message
+    if message.split(": ", 1)[0].count(".") == 1:  # "Locator.click: ..."
+        message = message.split(": ", 1)[1]
+    return message.removeprefix("Error: ").rstrip(".")
 
 
 class BrowserSession:
@@ -119,9 +121,12 @@ class BrowserSession:
         request = route.request
         self.blocked_requests += 1
         if request.is_navigation_request():
+            # "204 No Content" ends a navigation without leaving the current page: no error page.
             self.blocked_navigations += 1
             self.blocked_this_step.append(request.url)
-        route.abort("blockedbyclient")
+            route.fulfill(status=204)
+        else:
+            route.abort("blockedbyclient")
 
     def _block_websocket(self, ws: Any) -> None:
         self.blocked_requests += 1
@@ -164,7 +169,7 @@ class BrowserSession:
 
     # ---- observation ----------------------------------------------------------------------------
     def settle(self) -> None:
-        """After an action: wait for the active page to load; undo a blocked navigation's error page."""
+        """After an action: wait for the active page to load; leave a page outside the allowed origins."""
         if self.failure:
             raise BrowserFailure(self.failure)
         if not self.pages:
@@ -174,14 +179,7 @@ class BrowserSession:
             page.wait_for_load_state("load", timeout=self.navigation_timeout_ms)
         except Exception as error:
             self._check_alive(error)
-        if page.url.startswith("chrome-error://"):
-            if self.blocked_this_step:  # Chromium's "blocked" page: go back to where the agent was
-                try:
-                    if page.go_back(wait_until="load") is None:
-                        page.goto("about:blank")
-                except Exception as error:
-                    self._check_alive(error)
-        elif not self.policy.allows(page.url):
+        if not (self.policy.allows(page.url) or page.url.startswith("chrome-error://")):
             # Defense in depth: a page outside the allowed origins that routing did not stop.
             self.blocked_navigations += 1
             self.blocked_this_step.append(page.url)
@@ -204,6 +202,8 @@ class BrowserSession:
             except Exception:
                 title = ""
             tabs.append((title, tab.url))
+        # Keep acting on the page the agent sees, even if a popup opened while we looked.
+        self.active = self.pages.index(page) if page in self.pages else self.active
         return PageView(url=page.url, tabs=tabs, active=self.active, tree=render_tree(parse_snapshot(snapshot)))
 
     # ---- actions --------------------------------------------------------------------------------
@@ -214,18 +214,21 @@ class BrowserSession:
         """
         self.blocked_this_step = []
         try:
-            message = self._run(action, tree)
+            return self._run(action, tree)
         except (InvalidAction, BrowserFailure):
             raise
         except Exception as error:
             self._check_alive(error)
             raise InvalidAction(f"{action.kind} failed: {_reason(error)}") from None
-        if self.blocked_this_step:
-            raise InvalidAction(
-                f"blocked: {self.blocked_this_step[0][:200]} is outside this task's websites "
-                f"({self.policy.describe()}); you stay where you were"
-            )
-        return message
+
+    def blocked_message(self) -> str | None:
+        """Why the last action was blocked (a navigation or a download), or None."""
+        if not self.blocked_this_step:
+            return None
+        what = self.blocked_this_step[0][:200]
+        if what.startswith("download of "):
+            return f"blocked: {what}; downloads are not allowed"
+        return f"blocked: {what} is outside this task's websites ({self.policy.describe()}); you stay where you were"
 
     def _element(self, tree: Tree, element_id: int | None) -> Any:
         assert element_id is not None
@@ -282,8 +285,10 @@ class BrowserSession:
             self._navigate(self.page, action.text)
             return f"went to {action.text[:200]}"
         if kind in ("go_back", "go_forward"):
-            move = self.page.go_back if kind == "go_back" else self.page.go_forward
-            if move(wait_until="load") is None:
+            page, before = self.page, self.page.url
+            move = page.go_back if kind == "go_back" else page.go_forward
+            # None means "no such page" -- or a page without a response (about:blank): look at the URL.
+            if move(wait_until="load") is None and page.url == before:
                 direction = "previous" if kind == "go_back" else "next"
                 raise InvalidAction(f"there is no {direction} page in this tab's history")
             return "went back" if kind == "go_back" else "went forward"
