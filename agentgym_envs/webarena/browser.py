@@ -83,15 +83,19 @@ class BrowserManager:
             return fn(*args, **kwargs)
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._serve, name="agentgym-browser", daemon=True)
+                self._queue = queue.SimpleQueue()
+                self._thread = threading.Thread(
+                    target=self._serve, args=(self._queue,), name="agentgym-browser", daemon=True
+                )
                 self._thread.start()
-        future: Future = Future()
-        self._queue.put((lambda: fn(*args, **kwargs), future))
+            future: Future = Future()
+            self._queue.put((lambda: fn(*args, **kwargs), future))  # under the lock: never after a stop sentinel
         return future.result()
 
-    def _serve(self) -> None:
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue) -> None:
         while True:
-            item = self._queue.get()
+            item = jobs.get()
             if item is None:
                 return
             fn, future = item
@@ -109,12 +113,16 @@ class BrowserManager:
             self._users += 1
 
     def release(self) -> None:
-        """Count one user less; the last one out stops the browser and Playwright's driver."""
+        """Count one user less; the last one out stops the browser, Playwright's driver and the thread."""
         with self._lock:
             self._users = max(0, self._users - 1)
             last = self._users == 0
         if last:
             self.call(self._stop)
+            with self._lock:
+                if self._users == 0 and self._thread is not None:  # nobody came back meanwhile
+                    self._queue.put(None)
+                    self._thread = None
 
     @property
     def users(self) -> int:

@@ -12,7 +12,7 @@ from agentgym_envs.webarena.browser import find_chromium, get_manager
 from agentgym_envs.webarena.evaluators import Evaluation, Helper, evaluate
 from agentgym_envs.webarena.judge import Judge, judge_from_environment
 from agentgym_envs.webarena.observation import previous_window_start, window
-from agentgym_envs.webarena.safety import OriginPolicy
+from agentgym_envs.webarena.safety import OriginPolicy, origin_of
 from agentgym_envs.webarena.sites import EmbeddedSites
 from agentgym_envs.webarena.tasks import Task, TaskCatalog, site_urls_from_environment
 
@@ -21,6 +21,8 @@ _MAX_ACTION_ECHO = 200
 _MAX_TITLE = 100
 _MAX_URL = 300
 _MAX_TABS = 20
+_MAX_OBJECTIVE = 4000
+_MAX_RESULT = 1000
 
 
 def _short(text: str, limit: int) -> str:
@@ -122,7 +124,8 @@ class WebArenaEnv(TextEnv):
         navigation_timeout_ms: float = 30000,
         render_mode: str | None = None,
     ):
-        super().__init__(render_mode=render_mode)
+        # The page part is bounded by max_tree_chars, every other part by the _MAX_* limits above.
+        super().__init__(render_mode=render_mode, max_observation_length=max(1 << 17, max_tree_chars + 12_000))
         if max_steps < 1 or max_tree_chars < 200:
             raise ValueError(f"need max_steps >= 1 and max_tree_chars >= 200, got {max_steps} and {max_tree_chars}")
         if config_dir is None:
@@ -134,7 +137,9 @@ class WebArenaEnv(TextEnv):
             self.splits = self.catalog.splits
         self._site_urls = dict(site_urls or {})
         self.allowed_origins = tuple(allowed_origins)
-        OriginPolicy(self.allowed_origins or ["http://placeholder.invalid"])  # fail early on a bad origin
+        bad = [origin for origin in self.allowed_origins if origin_of(origin) is None]
+        if bad:
+            raise ValueError(f"allowed_origins must be http(s) URLs such as 'http://tiles.local:8080', got {bad}")
         self.chromium_path = chromium_path
         self.judge = judge if judge is not None else judge_from_environment()
         self.helpers = dict(helpers or {})
@@ -346,11 +351,11 @@ class WebArenaEnv(TextEnv):
             page or "(the page is empty)",
             "",
             f"URL: {_short(view.url, _MAX_URL)}",
-            f"OBJECTIVE: {task.intent}",
+            f"OBJECTIVE: {_short(task.intent, _MAX_OBJECTIVE)}",
             f"PREVIOUS ACTION: {self._previous}",
         ]
         if result:
-            parts.append(f"RESULT: {result}")
+            parts.append(f"RESULT: {_short(result, _MAX_RESULT)}")
         return "\n".join(parts)
 
     # ---- expert, lifecycle ----------------------------------------------------------------------

@@ -155,7 +155,10 @@ class TaskCatalog:
         for task in tasks:
             if task.task_id in self.by_id:
                 other = self.by_id[task.task_id].source
-                raise TaskConfigError(f"task_id {task.task_id} appears twice ({other} and {task.source})")
+                raise TaskConfigError(
+                    f"task_id {task.task_id} appears twice ({other} and {task.source}); keep either WebArena's "
+                    "test.raw.json or the per-task files generated from it in the directory, not both"
+                )
             self.by_id[task.task_id] = task
         self.by_split: dict[str, list[Task]] = {}
         for task in sorted(tasks, key=lambda t: _sort_key(t.task_id)):

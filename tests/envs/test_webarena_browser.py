@@ -1,4 +1,4 @@
-"""The shared browser: crash detection and relaunch, and no Chromium process left after close."""
+"""The shared browser: crash detection and relaunch, and no Chromium process (or thread) left after close."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_a_killed_browser_ends_the_episode_clearly_and_the_next_reset_relaunches
 
 
 CHILD = """
-import sys
+import sys, threading, time
 sys.path.insert(0, {tests!r})
 from envs.test_webarena_browser import browser_tree
 from agentgym_envs.webarena.env import WebArenaEnv
@@ -64,7 +64,8 @@ print(" ".join(map(str, browser_tree(envs[0].browser_pid()))), flush=True)
 for env in envs:
     env.close()
     env.close()  # idempotent
-print("closed", flush=True)
+time.sleep(0.2)
+print("closed", *sorted(t.name for t in threading.enumerate()), flush=True)
 sys.stdin.readline()  # stay alive while the parent looks: close() itself must end Chromium
 """
 
@@ -94,7 +95,7 @@ def test_no_chromium_process_is_left_after_close() -> None:
     try:
         pids = [int(p) for p in child.stdout.readline().split()]
         assert len(pids) >= 3  # the browser and its helper processes (zygote, renderers, ...)
-        assert child.stdout.readline().strip() == "closed"
+        assert child.stdout.readline().split() == ["closed", "MainThread"]  # no browser or server thread left
         assert wait_until(lambda: not any(alive(pid) for pid in pids)), [p for p in pids if alive(p)]
         assert child.poll() is None  # gone because of close(), not because the process ended
     finally:
