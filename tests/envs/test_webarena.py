@@ -241,6 +241,8 @@ def test_hand_made_configs_on_a_users_site(tmp_path: Path) -> None:
             ],
         ),
         cfg(5, "Describe the tent", eval_types=["string_match"], reference_answers={"fuzzy_match": ["a roomy tent"]}),
+        {**cfg(6, "Two tabs", eval_types=["url_match"], reference_url="__SHOPPING__/cart"),
+         "start_url": "__SHOPPING__/orders |AND| __SHOPPING__/cart"},
     ]  # fmt: skip
     (tmp_path / "test.raw.json").write_text(json.dumps(configs))
 
@@ -254,7 +256,7 @@ def test_hand_made_configs_on_a_users_site(tmp_path: Path) -> None:
     users = WebArenaEnv(config_dir=tmp_path, site_urls={"shopping": base}, judge=Judge())
     unjudged = WebArenaEnv(config_dir=tmp_path, site_urls={"shopping": base})
     try:
-        assert users.splits == ("test",) and users.tasks("test") == ["1", "2", "3", "4", "5"]
+        assert users.splits == ("test",) and users.tasks("test") == ["1", "2", "3", "4", "5", "6"]
         observation, info = users.reset(options={"task_id": "1"})
         assert f"URL: {base}/" in observation and info["category"] == "shopping"
         assert users.step("stop [$34.99]")[1] == 1
@@ -277,6 +279,12 @@ def test_hand_made_configs_on_a_users_site(tmp_path: Path) -> None:
         unjudged.reset(options={"task_id": "5"})
         _, reward, _, _, info = unjudged.step("stop [It is a roomy tent]")
         assert reward == 0 and "needs a judge" in info["unscorable"] and not info["success"]
+        observation, _ = users.reset(options={"task_id": "6"})  # " |AND| " opens one tab per start URL
+        assert "Tab 0 (current): My Orders" in observation and "Tab 1: Shopping Cart" in observation
+        assert users.step("stop []")[1] == 0
+        users.reset(options={"task_id": "6"})
+        step(users, "tab_focus [1]")
+        assert users.step("stop []")[1] == 1  # url_match looks at the current tab
         users.reset(options={"task_id": "1"})
         observation, info = step(users, f"goto [http://127.0.0.1:{port + 1}/]")  # another port, another origin
         assert not info["valid_action"] and info["blocked_navigations"] == 1
