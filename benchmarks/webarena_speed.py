@@ -84,7 +84,7 @@ def measure_envs(n: int, episodes: int) -> dict[str, float]:
                 observation, _, terminated, truncated, info = env.step(action)
                 if not action.startswith("stop"):  # stop evaluates; a step is action + new observation
                     steps.append(time.perf_counter() - started)
-                if not info["valid_action"] or (terminated or truncated) and not info["success"]:
+                if not info["valid_action"] or ((terminated or truncated) and not info["success"]):
                     raise RuntimeError(f"the expert failed on task {info['task_id']}: {observation[-300:]}")
                 if memory is None and len(steps) >= 2 * n:  # every env is mid-episode with a page open
                     memory = pss_mb(process_tree(env.browser_pid()))

@@ -13,6 +13,7 @@ from agentgym_envs.webarena.evaluators import Evaluation, Helper, evaluate
 from agentgym_envs.webarena.judge import Judge, judge_from_environment
 from agentgym_envs.webarena.observation import previous_window_start, window
 from agentgym_envs.webarena.safety import OriginPolicy, origin_of
+from agentgym_envs.webarena.session import BrowserFailure, BrowserSession, InvalidAction, unknown_element
 from agentgym_envs.webarena.sites import EmbeddedSites
 from agentgym_envs.webarena.tasks import Task, TaskCatalog, site_urls_from_environment
 
@@ -204,8 +205,6 @@ class WebArenaEnv(TextEnv):
 
     def _open(self, executable: str, policy: OriginPolicy, task: Task, storage_state: Any) -> tuple[Any, Any]:
         """Browser thread: a fresh context with the task's start pages, and its first view."""
-        from agentgym_envs.webarena.session import BrowserFailure, BrowserSession, InvalidAction
-
         browser, _ = self._manager.browser(executable)
         session = BrowserSession(
             browser,
@@ -232,18 +231,9 @@ class WebArenaEnv(TextEnv):
             return self._answer(f"invalid action: {str(error).rstrip('.')}.", valid=False)
         if parsed.kind == "stop":
             return self._finish(parsed.text, f"You stopped with the answer {parsed.text[:200]!r}.", truncated=False)
-        if (
-            parsed.element_id is not None
-            and parsed.kind != "tab_focus"
-            and parsed.element_id not in self._view.tree.refs
-        ):
-            count = len(self._view.tree.refs)
-            span = f"ids go from 1 to {count}" if count else "this page has no elements with ids"
-            return self._answer(
-                f"invalid action: there is no element [{parsed.element_id}] on this page ({span}).", False
-            )
-        from agentgym_envs.webarena.session import BrowserFailure
-
+        tree = self._view.tree
+        if parsed.kind != "tab_focus" and parsed.element_id is not None and parsed.element_id not in tree.refs:
+            return self._answer(f"invalid action: {unknown_element(tree, parsed.element_id)}.", valid=False)
         previous_view = self._view
         try:
             message, valid, self._view = self._manager.call(self._act, parsed)
@@ -267,8 +257,6 @@ class WebArenaEnv(TextEnv):
 
     def _act(self, parsed: Any) -> tuple[str, bool, Any]:
         """Browser thread: carry out the action, let the page settle, look at it again."""
-        from agentgym_envs.webarena.session import InvalidAction
-
         try:
             message, valid = self._session.run(parsed, self._view.tree), True
         except InvalidAction as error:
@@ -295,8 +283,6 @@ class WebArenaEnv(TextEnv):
         return self._render(result), 0.0, False, False, info
 
     def _finish(self, answer: str, result: str, truncated: bool) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        from agentgym_envs.webarena.session import BrowserFailure
-
         assert self._current is not None
         try:
             evaluation: Evaluation = self._manager.call(
@@ -319,6 +305,7 @@ class WebArenaEnv(TextEnv):
 
     def _fail(self, reason: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """The browser failed: the episode ends (truncated, score 0) with the reason."""
+        counters = self._counters()
         self._close_session()
         text = (
             f"PREVIOUS ACTION: {self._previous}\nRESULT: the browser failed ({reason}). This episode cannot "
@@ -328,7 +315,7 @@ class WebArenaEnv(TextEnv):
             "valid_action": False,
             "success": False,
             "available_actions": None,
-            **self._counters(),
+            **counters,
             "error": f"browser failure: {reason}",
         }
         return text, 0.0, False, True, info

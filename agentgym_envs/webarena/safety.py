@@ -11,6 +11,8 @@ those requests reach Python (to be counted and aborted) and allowed ones flow at
 (False, True)
 >>> bool(policy.blocked_pattern().match("http://evil.com/")), bool(policy.blocked_pattern().match("http://shop.test/"))
 (True, False)
+>>> bool(policy.blocked_pattern(websocket=True).match("ws://shop.test/cable"))
+False
 """
 
 from __future__ import annotations
@@ -59,12 +61,15 @@ class OriginPolicy:
     def allows(self, url: str) -> bool:
         return url == "about:blank" or origin_of(url) in self.origins
 
-    def blocked_pattern(self) -> re.Pattern[str]:
-        """A regex matching every URL whose origin is not allowed (for `BrowserContext.route`)."""
+    def blocked_pattern(self, websocket: bool = False) -> re.Pattern[str]:
+        """A regex matching every URL whose origin is not allowed (for `BrowserContext.route`; with
+        `websocket`, the same origins as `ws://` / `wss://` for `route_web_socket`)."""
         alternatives = []
         for origin in sorted(self.origins):
             scheme = origin.split("://", 1)[0]
             escaped = _SPECIAL.sub(r"\\\1", origin)
+            if websocket:
+                escaped = escaped.replace(scheme, {"http": "ws", "https": "wss"}[scheme], 1)
             if origin.count(":") == 1:  # no explicit port: the default one may be spelled out
                 escaped += f"(?::{_DEFAULT_PORTS[scheme]})?"
             alternatives.append(escaped)

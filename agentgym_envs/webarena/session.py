@@ -37,6 +37,12 @@ class PageView:
     tree: Tree
 
 
+def unknown_element(tree: Tree, element_id: int) -> str:
+    """Why `element_id` cannot be acted on: the page has no such id."""
+    span = f"ids go from 1 to {len(tree.refs)}" if tree.refs else "this page has no elements with ids"
+    return f"there is no element [{element_id}] on this page ({span})"
+
+
 def _reason(error: Exception) -> str:
     """The first line of a Playwright error, without the API name prefix."""
     message = str(getattr(error, "message", None) or error).strip().splitlines()[0]
@@ -91,9 +97,8 @@ class BrowserSession:
         self.context = browser.new_context(**options)
         self.context.set_default_timeout(timeout_ms)
         self.context.set_default_navigation_timeout(navigation_timeout_ms)
-        pattern = policy.blocked_pattern()
-        self.context.route(pattern, self._block_request)
-        self.context.route_web_socket(pattern, self._block_websocket)
+        self.context.route(policy.blocked_pattern(), self._block_request)
+        self.context.route_web_socket(policy.blocked_pattern(websocket=True), self._block_websocket)
         self.context.on("page", self._adopt)
 
     # ---- events ---------------------------------------------------------------------------------
@@ -234,8 +239,7 @@ class BrowserSession:
         assert element_id is not None
         ref = tree.refs.get(element_id)
         if ref is None:
-            span = f"ids go from 1 to {len(tree.refs)}" if tree.refs else "this page has no elements with ids"
-            raise InvalidAction(f"there is no element [{element_id}] on this page ({span})")
+            raise InvalidAction(unknown_element(tree, element_id))
         return self.page.locator(f"aria-ref={ref}")
 
     def _run(self, action: Action, tree: Tree) -> str:

@@ -203,10 +203,10 @@ def test_blocked_hosts_files_browser_pages_and_downloads(env: WebArenaEnv) -> No
         observation, info = step(env, f"click [{element(env, 'link', name)}]")
         assert not info["valid_action"] and reason in observation
         assert info[counter] == before + 1 and info["url"] == "http://shop.test/"
-    page_eval(env, "fetch('http://other.test/api').catch(() => null)")
+    page_eval(env, "fetch('http://other.test/api').catch(() => null); new WebSocket('ws://other.test/socket')")
     time.sleep(0.2)
     requests = step(env, "hover [1]")[1]["blocked_requests"]
-    assert requests >= 2  # the navigation and the fetch
+    assert requests >= 3  # the navigation, the fetch and the websocket
     for url in ["file:///etc/passwd", "chrome://version", "http://shop.test.evil.test/", "https://shop.test/"]:
         navigations = env._counters()["blocked_navigations"]
         observation, info = step(env, f"goto [{url}]")

@@ -39,6 +39,12 @@ def test_policy_and_routing_pattern_agree(url: str, allowed: bool) -> None:
         assert (POLICY.blocked_pattern().search(url) is None) is allowed
 
 
+def test_websockets_may_reach_the_allowed_hosts_only() -> None:
+    pattern = POLICY.blocked_pattern(websocket=True)
+    assert pattern.search("ws://shop.test/cable") is None and pattern.search("wss://maps.example.org:8443/") is None
+    assert pattern.search("ws://evil.test/") and pattern.search("wss://shop.test/")
+
+
 def test_origins_are_normalised_and_bad_ones_rejected() -> None:
     assert origin_of("HTTP://Shop.Test:80/x") == "http://shop.test"
     assert origin_of("https://a.test:443") == "https://a.test"
