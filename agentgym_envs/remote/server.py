@@ -25,7 +25,6 @@ backend failure 500 with its message; the server keeps serving.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hmac
 import logging
@@ -34,7 +33,7 @@ import sys
 import time
 import typing
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextlib import asynccontextmanager, suppress
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Query, Request, Response
@@ -62,12 +61,13 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"model": P.ErrorReply, "description": "Step after the episode ended, or before reset"},
     413: {"model": P.ErrorReply, "description": "Request body too large"},
     422: {"model": P.ValidationErrorReply, "description": "Malformed request"},
+    429: {"model": P.ErrorReply, "description": "The server holds its maximum of sessions"},
     500: {"model": P.ErrorReply, "description": "The env backend failed"},
 }
 
 
-def _json(payload: bytes, status: int = 200) -> Response:
-    return Response(payload, status_code=status, media_type="application/json")
+def _json(payload: bytes) -> Response:
+    return Response(payload, media_type="application/json")
 
 
 async def _send_json(send: Send, status: int, payload: dict[str, Any], headers: list | None = None) -> None:
@@ -270,70 +270,6 @@ def _compat_options(description: dict[str, Any], data_idx: int) -> dict[str, Any
     )
 
 
-async def _batch(manager: SessionManager, calls: list[P.BatchCall]) -> bytes:
-    """Run one call per session, concurrently across worker threads; answer the results in call order."""
-    counts: dict[str, int] = {}
-    for call in calls:
-        counts[call.session_id] = counts.get(call.session_id, 0) + 1
-    repeated = {sid: n for sid, n in counts.items() if n > 1}
-    if repeated:
-        raise ApiError(422, f"a batch holds at most one call per session; repeated: {repeated}", "ValueError")
-
-    results: list[bytes | None] = [None] * len(calls)
-    found: list[tuple[int, Session]] = []
-    for i, call in enumerate(calls):
-        try:
-            found.append((i, manager.get(call.session_id)))
-        except ApiError as error:
-            results[i] = _batch_error(error)
-
-    def run_group(items: list[tuple[int, Session, P.BatchCall]]) -> list[tuple[int, bytes]]:
-        out = []
-        for i, session, call in items:
-            try:
-                if call.seq is not None and call.seq == session.last_seq:
-                    reply = session.last_reply
-                elif call.op == "step":
-                    reply = session.do_step(call.action)
-                else:
-                    reply = session.do_reset(call.seed, call.options)
-                if call.seq is not None:
-                    session.last_seq, session.last_reply = call.seq, reply
-                out.append((i, b'{"ok":true,' + reply[1:]))
-            except ApiError as error:
-                out.append((i, _batch_error(error)))
-        return out
-
-    # Locks are taken in one global order so that two batches sharing sessions cannot deadlock.
-    async with AsyncExitStack() as stack:
-        for _, session in sorted(found, key=lambda item: item[1].id):
-            await stack.enter_async_context(session.lock)
-        groups: dict[int, list[tuple[int, Session, P.BatchCall]]] = {}
-        now = time.monotonic()
-        for i, session in found:
-            if session.closed:
-                results[i] = _batch_error(_closed_meanwhile(session))
-                continue
-            session.last_used = now
-            groups.setdefault(session.slot, []).append((i, session, calls[i]))
-        done = await asyncio.gather(*(manager.pool.run(slot, run_group, items) for slot, items in groups.items()))
-        now = time.monotonic()
-        for _, session in found:
-            session.last_used = now
-    for group in done:
-        for i, reply in group:
-            results[i] = reply
-    return b'{"results":[' + b",".join(typing.cast(list[bytes], results)) + b"]}"
-
-
-def _closed_meanwhile(session: Session) -> ApiError:
-    return ApiError(404, f"session {session.id!r} was closed while this batch waited for it", "SessionNotFound")
-
-
-def _batch_error(error: ApiError) -> bytes:
-    return wire.dumps({"ok": False, "status": error.status, "detail": error.detail, "error_type": error.error_type})
-
-
 class EnvServerApp(FastAPI):
     """The server's FastAPI app, with `_Front` before FastAPI's own stack (`create_app` sets it)."""
 
@@ -379,7 +315,7 @@ def create_app(
     app = EnvServerApp(
         title="AgentGym env server",
         summary=f"Serves {served}",
-        description=__doc__.split("\n\n", 2)[1],
+        description="\n\n".join(__doc__.split("\n\n")[2:]),
         version="1",
         lifespan=lifespan,
     )
@@ -470,7 +406,7 @@ def create_app(
         Each result is either the call's reply with `ok: true`, or `ok: false` with the `status` and
         `detail` the call alone would have got; one failed call does not fail the others.
         """
-        return _json(await _batch(manager, body.calls))
+        return _json(await manager.batch(body.calls))
 
     # ---- the server -------------------------------------------------------------------------------
     @app.get("/envs", response_model=P.EnvList, tags=["server"], responses=_ERRORS)
@@ -527,7 +463,11 @@ def create_app(
         """AgentGym's `/create`: a session of the first served id, reset to `data_idx` 0 (its body is ignored)."""
         session = await manager.create(manager.default_env_id(), {})
         manager.new_compat_id(session)
-        reply = await compat_reset(session, 0)
+        try:
+            reply = await compat_reset(session, 0)
+        except BaseException:
+            await manager.close(session)
+            raise
         return {key: reply[key] for key in ("id", "observation", "reward", "score", "done")}
 
     @app.post("/reset", response_model=P.CompatResetReply, **compat)

@@ -16,6 +16,7 @@ import logging
 import secrets
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,10 @@ def describe_env(env_id: str, env: gym.Env) -> dict[str, Any]:
         "has_expert": isinstance(base, TextEnv) and type(base).make_expert is not TextEnv.make_expert,
         "max_episode_steps": env.spec.max_episode_steps if env.spec is not None else None,
     }
+
+
+def _batch_error(error: ApiError) -> bytes:
+    return wire.dumps({"ok": False, "status": error.status, "detail": error.detail, "error_type": error.error_type})
 
 
 def _trim_memory() -> None:
@@ -362,6 +367,63 @@ class SessionManager:
                 return reply
             finally:
                 session.last_used = time.monotonic()
+
+    async def batch(self, calls: list[Any]) -> bytes:
+        """Run one call per session (objects with `session_id`, `op` "reset"/"step", `action`, `seed`,
+        `options`, `seq`), concurrently across worker threads; answer `{"results": [...]}` in call order.
+
+        A failed call gets `{"ok": false, "status", "detail", "error_type"}` and fails alone.
+        """
+        counts = Counter(call.session_id for call in calls)
+        repeated = {session_id: n for session_id, n in counts.items() if n > 1}
+        if repeated:
+            raise ApiError(422, f"a batch holds at most one call per session; repeated: {repeated}", "ValueError")
+        results: list[bytes] = [b""] * len(calls)
+        found: list[tuple[int, Session]] = []
+        for i, call in enumerate(calls):
+            try:
+                found.append((i, self.get(call.session_id)))
+            except ApiError as error:
+                results[i] = _batch_error(error)
+
+        def run_group(items: list[tuple[int, Session, Any]]) -> list[tuple[int, bytes]]:
+            out = []
+            for i, session, call in items:
+                try:
+                    if call.seq is not None and call.seq == session.last_seq:
+                        reply = session.last_reply
+                    elif call.op == "step":
+                        reply = session.do_step(call.action)
+                    else:
+                        reply = session.do_reset(call.seed, call.options)
+                    if call.seq is not None:
+                        session.last_seq, session.last_reply = call.seq, reply
+                    out.append((i, b'{"ok":true,' + reply[1:]))
+                except ApiError as error:
+                    out.append((i, _batch_error(error)))
+            return out
+
+        # Locks are taken in one global order, so that two batches sharing sessions cannot deadlock.
+        async with contextlib.AsyncExitStack() as stack:
+            for _, session in sorted(found, key=lambda item: item[1].id):
+                await stack.enter_async_context(session.lock)
+            groups: dict[int, list[tuple[int, Session, Any]]] = {}
+            for i, session in found:
+                if session.closed:
+                    results[i] = _batch_error(
+                        ApiError(404, f"session {session.id!r} was closed meanwhile", "SessionNotFound")
+                    )
+                    continue
+                session.last_used = time.monotonic()
+                groups.setdefault(session.slot, []).append((i, session, calls[i]))
+            done = await asyncio.gather(*(self.pool.run(slot, run_group, items) for slot, items in groups.items()))
+            now = time.monotonic()
+            for _, session in found:
+                session.last_used = now
+        for group in done:
+            for i, reply in group:
+                results[i] = reply
+        return b'{"results":[' + b",".join(results) + b"]}"
 
     def new_compat_id(self, session: Session) -> int:
         session.compat_id = next(self._compat_ids)
