@@ -28,6 +28,7 @@ from agentgym_envs.remote import (
 )
 from agentgym_envs.remote.local import ServerThread
 from agentgym_envs.remote.server import create_app
+from agentgym_wrappers import MultiTurnWrapper
 
 BABYAI = "AgentGym/BabyAI-v0"
 LOCAL = "AgentGym/BabyAI-GoToLocal-v0"
@@ -117,6 +118,15 @@ def test_client_mirrors_spaces_attributes_tasks_and_episodes(server) -> None:
     env.close()
     env.close()  # idempotent
     twin.close()
+
+
+def test_multiturn_wrapper_reads_the_remote_scenario(server) -> None:
+    env = MultiTurnWrapper(gym.make("AgentGym/Remote-v0", base_url=server.base_url, env_id=LOCAL))
+    assert env.max_turns == 20 and env.system_prompt.startswith("You are an agent in a grid world")
+    env.reset(seed=0)
+    observation, _, _, _, info = env.step("I will look around.\nAction: turn left")
+    assert info["valid_action"] and observation.startswith("You turned left.")
+    env.close()
 
 
 def test_remote_expert_solves_a_task(server) -> None:
@@ -255,8 +265,9 @@ def test_reaper_closes_idle_sessions_and_clients_recover() -> None:
             new_session(http, PROBE)
         env = RemoteEnv(server.base_url, PROBE)
         env.reset()
-        time.sleep(1.0)
-        health = http.get("/health").json()
+        deadline = time.monotonic() + 10
+        while (health := http.get("/health").json())["reaped"] < 6 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert health["sessions"] == 0 and health["reaped"] == 6
         assert ProbeEnv.closed == closed + 6  # reaping closed every env (and so its backend)
         with pytest.raises(SessionLostError, match=r"reaped after 0\.3 s idle"):
