@@ -161,7 +161,9 @@ class ScienceWorldJVM:
         from scienceworld.constants import JAR_PATH
 
         options = [f"-Xmx{self.heap}"] if self.heap else []
-        options += ["-XX:+UseSerialGC", "-XX:+DisplayVMOutputToStderr"]
+        if not any(o.startswith("-XX:+Use") and o.endswith("GC") for o in self.java_options):
+            options.append("-XX:+UseSerialGC")  # one simulator thread, a small heap: the leanest collector
+        options.append("-XX:+DisplayVMOutputToStderr")
         if self.deterministic:
             options += DETERMINISTIC_OPTIONS
         options += [f"-D{OWNER_PROPERTY}={os.getpid()}", *self.java_options]
@@ -184,6 +186,11 @@ class ScienceWorldJVM:
     @property
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
+
+    @property
+    def started(self) -> bool:
+        """Started and not closed since (it may have died in the meantime: see `alive`)."""
+        return self._server is not None
 
     def start(self) -> None:
         """Start the JVM unless it is running; a dead one is cleaned up and replaced."""

@@ -58,9 +58,9 @@ class SciWorldEnv(TextEnv):
     before is taken back by the failing step.
 
     ## Termination
-    Terminated when the task is completed (`info["success"]`) or has failed: focusing on the wrong
-    object ends the task. There is no step limit of its own; the multi-turn wrapper's `max_turns`
-    (`default_max_turns` = 30) truncates.
+    Terminated when the task is completed (`info["success"]`) or has failed: a wrong answer ends the
+    task (focusing on the wrong object, or putting it in the wrong answer box). There is no step
+    limit of its own; the multi-turn wrapper's `max_turns` (`default_max_turns` = 30) truncates.
 
     ## Backend
     One JVM per env, started on the first `reset` (so `check_env`'s throwaway instances start
@@ -158,6 +158,8 @@ class SciWorldEnv(TextEnv):
         return f"{description}\n\n{look}", info
 
     def _step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if not self._jvm.started:  # it died (or was closed) during this episode
+            raise SciWorldBackendError("this episode's ScienceWorld JVM is gone; call reset() to start a fresh one")
         command = normalise_action(action)
         if command.lower() in _CHECK:
             return self._answer(self._available_text(), True)
@@ -175,7 +177,10 @@ class SciWorldEnv(TextEnv):
         # ScienceWorld's score reaches 1 only when every ordered subgoal is done (Goal.scala)
         success = raw >= 1.0 and bool(self._jvm.call("getCompleted"))
         if failed:
-            observation += "\n\nThe task has failed (ScienceWorld ends a task when you focus on a wrong object)."
+            observation += (
+                "\n\nThe task has failed: ScienceWorld ends a task on a wrong answer (focusing on a wrong object, "
+                "or putting one in the wrong answer box)."
+            )
         elif success:
             observation += "\n\nThe task is complete."
         score = 0.0 if failed else min(1.0, round(100 * raw) / 100)
@@ -202,7 +207,7 @@ class SciWorldEnv(TextEnv):
 
     def valid_actions(self) -> list[str]:
         """Every action ScienceWorld considers valid now (all objects x templates; about 35 ms)."""
-        if self._task is None:
+        if self._task is None or not self._jvm.started:
             raise RuntimeError("call reset() before valid_actions()")
         return self._jvm.call_list("getValidActionObjectCombinations")
 
