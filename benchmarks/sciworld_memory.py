@@ -1,11 +1,12 @@
 """SciWorld memory: the JVM's and Python's resident memory over 1,000 episodes of one env.
 
 The issue's target: with a bounded heap (`-Xmx512m`, our default) the JVM's RSS stays flat over
-1,000 episodes; the stock JVM's default heap lets it grow to 1.6-2.6 GB. Episodes cycle through the
+1,000 episodes; the stock JVM's default heap lets it grow to 1.6-2.6 GB (`--heap none --g1`
+reproduces the JVM's defaults: no -Xmx, the G1 collector). Episodes cycle through the
 packaged sample of test tasks (149 tasks, all 30 task types) and replay the first `--steps` gold
 actions of each (all of them with `--steps 0`). RSS is sampled every `--every` episodes.
 
-    python benchmarks/sciworld_memory.py [--episodes 1000] [--steps 10] [--heap 512m|none]
+    python benchmarks/sciworld_memory.py [--episodes 1000] [--steps 10] [--heap 512m|none] [--g1]
 """
 
 from __future__ import annotations
@@ -36,12 +37,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="gold actions per episode (0: the whole path)")
     parser.add_argument("--every", type=int, default=50)
     parser.add_argument("--heap", default="512m", help="the JVM's -Xmx, or 'none' for the JVM's default")
+    parser.add_argument("--g1", action="store_true", help="the G1 collector (the JVM's default) instead of ours")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     heap = None if args.heap == "none" else args.heap
-    out = Path(args.out or Path(__file__).parent / "results" / f"sciworld_memory_{args.heap}.json")
+    label = f"{args.heap}{'_g1' if args.g1 else ''}"
+    out = Path(args.out or Path(__file__).parent / "results" / f"sciworld_memory_{label}.json")
 
-    env = gym.make("AgentGym/SciWorld-v0", heap=heap).unwrapped
+    env = gym.make("AgentGym/SciWorld-v0", heap=heap, java_options=["-XX:+UseG1GC"] if args.g1 else []).unwrapped
     tasks, gold = sample_tasks(), packaged()
     samples, steps, started = [], 0, time.perf_counter()
     try:
@@ -63,6 +66,7 @@ def main() -> None:
     half = [s["jvm_rss_mb"] for s in samples if s["episode"] > args.episodes // 2]
     result = {
         "heap": args.heap,
+        "gc": "G1" if args.g1 else "Serial",
         "episodes": args.episodes,
         "steps": steps,
         "seconds": time.perf_counter() - started,

@@ -75,9 +75,10 @@ class SciWorldEnv(TextEnv):
 
     Args:
         task_names: The task types to serve (default: all 30, see `tasks.TASK_TYPES`).
-        heap: The JVM's maximum heap (`-Xmx`); None for the JVM's default (1.6-2.6 GB in use).
+        heap: The JVM's maximum heap (`-Xmx`); None for the JVM's default (a quarter of the RAM).
         deterministic: Constant JVM identity hashes, so that a task and actions always give the
-            same observations and dynamics; False makes simulator steps faster but not repeatable.
+            same observations and dynamics. False makes the simulator's steps 1.3-1.6x faster
+            (`benchmarks/sciworld_speed.py`), but observations then vary between JVMs and loads.
         java_options: Extra JVM options.
         java: The `java` executable (default `$JAVA_HOME/bin/java` or `java` on the PATH).
         timeout_s: How long a simulator call may take before the JVM is killed as hung.
