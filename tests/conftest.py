@@ -1,0 +1,22 @@
+"""Suite-wide checks."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_sciworld_jvm_left_running():
+    """After the tests (per xdist worker), no ScienceWorld JVM started by this process may still run.
+
+    Envs that were closed or became unreachable must have ended their JVMs; `gc.collect()` first
+    finalizes the unreachable ones. (That no JVM outlives the process itself is tested in
+    `tests/envs/test_sciworld.py`.)
+    """
+    yield
+    from agentgym_envs.sciworld.backend import live_jvms
+
+    gc.collect()
+    assert not live_jvms(), f"ScienceWorld JVMs still running after the tests: pids {live_jvms()}"
