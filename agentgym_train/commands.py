@@ -1,0 +1,105 @@
+"""`agentgym train` and `agentgym eval`. Importing this module is light: torch, transformers and TRL
+are imported only when a command runs, so `agentgym list/play` work without the [train] extra."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+#: The CPU demo's config, what `agentgym train` runs without arguments.
+DEFAULT_CONFIG = Path(__file__).parent / "configs" / "babyai_demo.yaml"
+_NEEDS_TRAIN = "agentgym {} needs the training extra ({}): pip install 'agentgym-rl[train]'"
+
+
+def add_subcommands(sub: Any) -> None:
+    """Register `train` and `eval` on the `agentgym` parser's subparsers."""
+    p = sub.add_parser(
+        "train",
+        help="SFT + multi-turn GRPO + evaluation from a TRL-style YAML config ([train] extra)",
+        description="Run a training config. Without CONFIG: the CPU demo (tiny model, BabyAI). "
+        "Any config key can be overridden with --key value after it.",
+    )
+    p.add_argument("config", nargs="?", default=str(DEFAULT_CONFIG), help=f"YAML config (default: {DEFAULT_CONFIG})")
+    p.add_argument("overrides", nargs=argparse.REMAINDER, help="--key value pairs that override the config")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("eval", help="success / return / turns of a model (or a random policy) on a split")
+    p.add_argument("model", help="model path or hub id, or 'random' for a uniformly random policy")
+    p.add_argument("env_id")
+    p.add_argument("--split", default="test")
+    p.add_argument("--tasks", type=int, default=100, help="first N tasks of the split (0: all)")
+    p.add_argument("--episodes-per-task", "-k", type=int, default=1, help="k of Avg@k / Pass@k")
+    p.add_argument("--max-turns", type=int, default=None, help="turn limit (default: the env's)")
+    p.add_argument("--max-turn-tokens", type=int, default=64)
+    p.add_argument("--max-completion-length", type=int, default=4096)
+    p.add_argument("--temperature", type=float, default=1.0, help="0: greedy")
+    p.add_argument(
+        "--env-kwargs", default=None, help="JSON keyword arguments for gym.make, e.g. '{\"show_actions\": false}'"
+    )
+    p.add_argument("--actions", default=None, help="comma-separated action set of the random policy")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="also write the results (with every episode) here")
+    p.set_defaults(func=cmd_eval)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    try:
+        from agentgym_train.pipeline import load_configs, run
+    except ImportError as error:
+        print(_NEEDS_TRAIN.format("train", error), file=sys.stderr)
+        return 1
+    if not Path(args.config).is_file():
+        print(f"no config file {args.config!r}; see {Path(__file__).parent / 'configs'}", file=sys.stderr)
+        return 2
+    pipeline, grpo = load_configs(args.config, args.overrides)
+    run(pipeline, grpo)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else None
+    common = {
+        "split": args.split,
+        "num_tasks": args.tasks or None,
+        "episodes_per_task": args.episodes_per_task,
+        "max_turns": args.max_turns,
+        "env_kwargs": env_kwargs,
+        "seed": args.seed,
+    }
+    import gymnasium as gym
+
+    import agentgym_envs  # noqa: F401
+
+    if args.env_id not in gym.registry:
+        print(f"unknown env id {args.env_id!r}; run `agentgym list`", file=sys.stderr)
+        return 2
+    if args.model == "random":
+        from agentgym_train.evaluate import evaluate_random
+
+        actions = [a.strip() for a in args.actions.split(",")] if args.actions else None
+        result = evaluate_random(args.env_id, actions=actions, **common)
+    else:
+        try:
+            from agentgym_train.evaluate import evaluate_model
+            from agentgym_train.tiny import load_model
+        except ImportError as error:
+            print(_NEEDS_TRAIN.format("eval", error), file=sys.stderr)
+            return 1
+        model, tokenizer = load_model(args.model)
+        result = evaluate_model(
+            model,
+            tokenizer,
+            args.env_id,
+            max_turn_tokens=args.max_turn_tokens,
+            max_completion_length=args.max_completion_length,
+            temperature=args.temperature,
+            **common,
+        )
+    print(f"{args.model} on {args.env_id} ({args.split}), 95% intervals over tasks:")
+    print(result.table())
+    if args.json:
+        Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    return 0

@@ -1,0 +1,249 @@
+"""Evaluation: success, return and turns with confidence intervals, overall and per category.
+
+`evaluate_model` plays held-out tasks with a model through the rollout engine (the same token path
+and budget as training); `evaluate_random` plays them with a uniformly random policy under the same
+max turns, the baseline every result should be read against. Intervals are 95% normal intervals
+over per-task means (episodes of one task are not independent draws).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from agentgym_train.rollout import Episode, RolloutEngine, Task, hf_generate_fn
+from agentgym_wrappers import MultiTurnWrapper
+
+Z95 = 1.959964
+
+
+@dataclass
+class Estimate:
+    """A mean with its 95% confidence interval."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+    def __str__(self) -> str:
+        return f"{self.mean:.3f} ± {self.half_width:.3f}"
+
+
+def estimate(values: Sequence[float]) -> Estimate:
+    """Mean and normal 95% interval of `values` (one value per task)."""
+    n = len(values)
+    if n == 0:
+        return Estimate(math.nan, math.nan, math.nan, 0)
+    mean = sum(values) / n
+    half = Z95 * statistics.stdev(values) / math.sqrt(n) if n > 1 else math.inf
+    return Estimate(mean, mean - half, mean + half, n)
+
+
+@dataclass
+class EvalResult:
+    """Outcome of an evaluation: overall estimates, per-category estimates, and every episode."""
+
+    success: Estimate
+    episode_return: Estimate
+    turns: Estimate
+    categories: dict[str, dict[str, Estimate]] = field(default_factory=dict)
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+    pass_at_k: Estimate | None = None  # tasks with at least one success, when k > 1 episodes per task
+
+    def table(self) -> str:
+        """Overall and per-category figures as aligned text (success is Avg@k with k episodes per task)."""
+        head = f"{'':<14}{'tasks':>6}  {'success':>15}  {'return':>15}  {'turns':>14}"
+        lines = [head]
+        rows = [("all", {"success": self.success, "return": self.episode_return, "turns": self.turns})]
+        rows += sorted(self.categories.items()) if len(self.categories) > 1 else []
+        for name, block in rows:
+            lines.append(
+                f"{name:<14}{block['success'].n:>6}  {block['success']!s:>15}  {block['return']!s:>15}  "
+                f"{block['turns']!s:>14}"
+            )
+        if self.pass_at_k is not None:
+            lines.append(f"pass@k (any success among a task's episodes): {self.pass_at_k}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        def as_dict(e: Estimate) -> dict[str, float]:
+            return {"mean": e.mean, "low": e.low, "high": e.high, "n": e.n}
+
+        return {
+            "success": as_dict(self.success),
+            "return": as_dict(self.episode_return),
+            "turns": as_dict(self.turns),
+            "categories": {c: {k: as_dict(v) for k, v in m.items()} for c, m in self.categories.items()},
+            "pass_at_k": as_dict(self.pass_at_k) if self.pass_at_k is not None else None,
+            "episodes": self.episodes,
+        }
+
+
+def summarize_episodes(rows: list[dict[str, Any]]) -> EvalResult:
+    """Estimates over per-task means of episode rows (`task_id`, `category`, `success`, `return`, `turns`)."""
+
+    def per_task(selected: list[dict[str, Any]], key: str) -> list[float]:
+        by_task: dict[str, list[float]] = defaultdict(list)
+        for row in selected:
+            by_task[str(row["task_id"])].append(float(row[key]))
+        return [sum(v) / len(v) for v in by_task.values()]
+
+    def block(selected: list[dict[str, Any]]) -> dict[str, Estimate]:
+        return {key: estimate(per_task(selected, key)) for key in ("success", "return", "turns")}
+
+    overall = block(rows)
+    categories = {
+        category: block([r for r in rows if str(r["category"]) == category])
+        for category in sorted({str(r["category"]) for r in rows})
+    }
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        by_task[str(row["task_id"])].append(float(row["success"]))
+    k = max((len(v) for v in by_task.values()), default=1)
+    pass_at_k = estimate([float(max(v)) for v in by_task.values()]) if k > 1 else None
+    return EvalResult(overall["success"], overall["return"], overall["turns"], categories, rows, pass_at_k)
+
+
+def _row(episode: Episode) -> dict[str, Any]:
+    return {
+        "task_id": episode.task.task_id,
+        "category": episode.category,
+        "success": float(episode.success),
+        "return": episode.episode_return,
+        "turns": episode.turns,
+        "truncated": episode.truncated or episode.budget_truncated,
+        "invalid_replies": episode.invalid_replies,
+    }
+
+
+def split_tasks(
+    env_id: str, split: str = "test", num_tasks: int | None = None, env_kwargs: dict | None = None
+) -> list[str]:
+    """The first `num_tasks` task ids of a split (all of them when None)."""
+    import agentgym_envs  # noqa: F401
+
+    env = gym.make(env_id, **(env_kwargs or {}))
+    base = env.unwrapped
+    count = base._task_count(split) if num_tasks is None else min(num_tasks, base._task_count(split))
+    ids = [base._task_at(split, i) for i in range(count)]
+    env.close()
+    return ids
+
+
+def evaluate_model(
+    model: Any,
+    tokenizer: Any,
+    env_id: str,
+    *,
+    split: str = "test",
+    num_tasks: int | None = 100,
+    episodes_per_task: int = 1,
+    max_turns: int | None = None,
+    max_completion_length: int = 1024,
+    max_turn_tokens: int = 32,
+    temperature: float = 1.0,
+    env_kwargs: dict[str, Any] | None = None,
+    batch_size: int = 64,
+    seed: int = 0,
+    progress: bool = True,
+    description: str = "eval",
+) -> EvalResult:
+    """Play `episodes_per_task` episodes of each of the first `num_tasks` tasks of `split` with the model."""
+    import torch
+    from tqdm.auto import tqdm
+
+    task_ids = split_tasks(env_id, split, num_tasks, env_kwargs)
+    tasks = [Task(env_id, t, split, seed + k) for t in task_ids for k in range(episodes_per_task)]
+    engine = RolloutEngine(
+        tokenizer,
+        max_turns=max_turns,
+        max_completion_length=max_completion_length,
+        max_turn_tokens=max_turn_tokens,
+        env_kwargs=env_kwargs,
+    )
+    torch.manual_seed(seed)
+    generate = hf_generate_fn(model, tokenizer.pad_token_id, engine.eos_token_ids, temperature=temperature)
+    was_training = model.training
+    model.eval()
+    rows: list[dict[str, Any]] = []
+    try:
+        with tqdm(total=len(tasks), desc=description, disable=not progress, leave=False) as bar:
+            for start in range(0, len(tasks), batch_size):
+                episodes = engine.run(tasks[start : start + batch_size], generate, progress=bar.update)
+                rows += [_row(e) for e in episodes]
+    finally:
+        engine.close()
+        model.train(was_training)
+    return summarize_episodes(rows)
+
+
+def evaluate_random(
+    env_id: str,
+    *,
+    split: str = "test",
+    num_tasks: int | None = 100,
+    episodes_per_task: int = 1,
+    max_turns: int | None = None,
+    actions: Sequence[str] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    seed: int = 0,
+) -> EvalResult:
+    """A uniformly random policy under the same max turns.
+
+    Each turn it picks uniformly from `actions` when given (e.g. BabyAI's six primitive actions),
+    else from the env's `info["available_actions"]`.
+    """
+    import agentgym_envs  # noqa: F401
+
+    rng = random.Random(seed)
+    env = MultiTurnWrapper(gym.make(env_id, **(env_kwargs or {})), max_turns=max_turns)
+    parse_line = env.unwrapped.action_format in ("action_line", "fenced_or_action_line")
+    rows = []
+    for task_id in split_tasks(env_id, split, num_tasks, env_kwargs):
+        for k in range(episodes_per_task):
+            _, info = env.reset(seed=seed + k, options={"split": split, "task_id": task_id})
+            while True:
+                choice = rng.choice(list(actions or info.get("available_actions") or ["?"]))
+                _, _, terminated, truncated, info = env.step(f"Action: {choice}" if parse_line else choice)
+                if terminated or truncated:
+                    break
+            stats = info["episode"]
+            rows.append(
+                {
+                    "task_id": task_id,
+                    "category": info.get("category"),
+                    "success": float(stats["success"]),
+                    "return": stats["return"],
+                    "turns": stats["turns"],
+                    "truncated": stats["truncated"],
+                    "invalid_replies": stats["invalid_replies"],
+                }
+            )
+    env.close()
+    return summarize_episodes(rows)
+
+
+def paired_difference(before: EvalResult, after: EvalResult, key: str = "success") -> Estimate:
+    """After minus before on the same tasks, with a paired 95% interval."""
+
+    def by_task(result: EvalResult) -> dict[str, float]:
+        groups: dict[str, list[float]] = defaultdict(list)
+        for row in result.episodes:
+            groups[str(row["task_id"])].append(float(row[key]))
+        return {t: sum(v) / len(v) for t, v in groups.items()}
+
+    a, b = by_task(before), by_task(after)
+    common = sorted(set(a) & set(b))
+    return estimate([b[t] - a[t] for t in common])

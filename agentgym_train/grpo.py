@@ -1,0 +1,279 @@
+"""`MultiTurnGRPOTrainer`: multi-turn GRPO on text envs, built on TRL's `rollout_func` and `env_mask`.
+
+TRL's `GRPOTrainer` samples each dataset row `num_generations` times in a row, calls `rollout_func`
+with the batch, scores it with the reward functions, normalises rewards per group and trains on the
+completion tokens where `env_mask` is 1. This trainer supplies the rollout: dataset rows name tasks
+(`env_id`, `task_id`, `split`, `seed`), each row's G copies become G episodes of that task (same
+reset arguments, so a group compares like with like), and the reward is the episode return, read
+from the rollout's extra fields. Loss, KL, clipping, importance sampling, PEFT, the reference
+model and distributed gathering are TRL's.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+from trl.models.utils import unwrap_model_for_generation
+
+from agentgym_train import advantages as adv
+from agentgym_train.rollout import Episode, RolloutEngine, Task, hf_generate_fn
+from agentgym_train.scheduler import MaxTurnScheduler
+
+
+@dataclass
+class MultiTurnGRPOConfig(GRPOConfig):
+    """`GRPOConfig` plus what a multi-turn env rollout needs.
+
+    `max_completion_length` is the token budget of a whole episode after the prompt (all replies and
+    all observations); `max_turn_tokens` bounds one reply.
+    """
+
+    env_id: str = field(default="AgentGym/BabyAI-GoToLocal-v0", metadata={"help": "Gymnasium id of the env."})
+    env_kwargs: dict | str | None = field(
+        default=None, metadata={"help": "Keyword arguments for gym.make (a dict, or JSON on the command line)."}
+    )
+    train_split: str = field(default="train", metadata={"help": "Split whose tasks make the default dataset."})
+    max_turns: int | None = field(
+        default=None, metadata={"help": "Turn limit (None: the env's default; a MaxTurnScheduler overrides it)."}
+    )
+    max_turn_tokens: int = field(default=32, metadata={"help": "Most tokens in one reply."})
+    system_prompt: str | None = field(default=None, metadata={"help": "Overrides the scenario's system prompt."})
+    num_env_workers: int = field(default=8, metadata={"help": "Threads stepping envs concurrently."})
+    generation_chunk_size: int | None = field(
+        default=None, metadata={"help": "Episodes per generate call (None: all live episodes at once)."}
+    )
+    advantage_estimator: str = field(
+        default="grpo", metadata={"help": "grpo (TRL's group normalisation), rloo or reinforce++."}
+    )
+    max_completion_length: int | None = field(default=1024, metadata={"help": "Token budget of an episode."})
+    loss_type: str = field(
+        default="grpo",
+        metadata={
+            "help": "TRL loss type. 'grpo' averages tokens per episode first: with token-level losses "
+            "('dapo', 'bnpo') failed episodes, which run to the turn limit, outweigh short successful ones "
+            "on the tokens every reply shares ('Action:', end of turn) and drive the policy to noise."
+        },
+    )
+    restore_callback_states_from_checkpoint: bool = field(
+        default=True, metadata={"help": "Resume the max-turn scheduler's state from checkpoints."}
+    )
+
+    def __post_init__(self) -> None:
+        if isinstance(self.env_kwargs, str):
+            self.env_kwargs = json.loads(self.env_kwargs)
+        if self.advantage_estimator not in adv.ESTIMATORS:
+            raise ValueError(f"advantage_estimator must be one of {adv.ESTIMATORS}, got {self.advantage_estimator!r}")
+        if self.bf16 is None and not torch.cuda.is_available():
+            self.bf16 = False  # TRL defaults to bf16, which transformers refuses on a CPU-only machine
+        super().__post_init__()
+
+
+def episode_return(completions: list[Any], episode_return: list[float], **kwargs: Any) -> list[float]:
+    """The reward function: the episode's return, as the rollout reported it."""
+    return [float(r) for r in episode_return]
+
+
+def task_dataset(
+    env_id: str,
+    split: str = "train",
+    num_tasks: int | None = None,
+    seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+) -> Any:
+    """A `datasets.Dataset` with one row per task of `split` (the first `num_tasks` when given).
+
+    Columns: `prompt` (a readable label; TRL requires the column), `env_id`, `task_id`, `split`, `seed`.
+    """
+    import gymnasium as gym
+    from datasets import Dataset
+
+    import agentgym_envs  # noqa: F401
+
+    env = gym.make(env_id, **(env_kwargs or {}))
+    base = env.unwrapped
+    count = base._task_count(split) if num_tasks is None else min(num_tasks, base._task_count(split))
+    task_ids = [str(base._task_at(split, i)) for i in range(count)]
+    env.close()
+    return Dataset.from_dict(
+        {
+            "prompt": [f"{env_id} {t}" for t in task_ids],
+            "env_id": [env_id] * count,
+            "task_id": task_ids,
+            "split": [split] * count,
+            "seed": [seed + i for i in range(count)],
+        }
+    )
+
+
+class MultiTurnGRPOTrainer(GRPOTrainer):
+    """GRPO over multi-turn episodes of a text env.
+
+    Args:
+        model: A model instance, or a path / hub id (a tiny model directory loads its own tokenizer).
+        args: A `MultiTurnGRPOConfig`.
+        train_dataset: Rows naming tasks (`task_dataset(...)`); default: every task of `args.train_split`.
+        reward_funcs: Default `[episode_return]`; any TRL reward function receives the rollout's
+            extra fields (`episode_return`, `success`, `turns`, `truncated`, ...) as keyword arguments.
+        callbacks: e.g. `[MaxTurnScheduler.preset("babyai")]`; schedulers are bound to the rollout engine.
+        peft_config: LoRA etc.; then only the adapter trains and the reference is the adapter disabled.
+
+    Logged per step (besides TRL's): `episode/return`, `episode/success`, `episode/turns`,
+    `episode/truncated` (turn limit or budget), `episode/budget_truncated`, `episode/invalid_reply_rate`,
+    `rollout/max_turns`, `rollout/generation_time`, `rollout/env_time`, `rollout/env_time_share`.
+    """
+
+    _tag_names = ["trl", "grpo", "agentgym", "multi-turn"]
+
+    def __init__(
+        self,
+        model: Any,
+        args: MultiTurnGRPOConfig | None = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        reward_funcs: Any = None,
+        processing_class: Any = None,
+        callbacks: list[Any] | None = None,
+        optimizers: tuple[Any, Any] = (None, None),
+        peft_config: Any = None,
+    ):
+        args = args or MultiTurnGRPOConfig(output_dir="agentgym-grpo")
+        if not isinstance(args, MultiTurnGRPOConfig):
+            raise TypeError(f"args must be a MultiTurnGRPOConfig, got {type(args).__name__}")
+        if processing_class is None and isinstance(model, str):
+            from agentgym_train.tiny import load_tokenizer
+
+            processing_class = load_tokenizer(model)
+        if train_dataset is None:
+            train_dataset = task_dataset(args.env_id, args.train_split, seed=args.seed, env_kwargs=args.env_kwargs)
+        self._rollout_rows: list[dict[str, Any]] = []
+        self.last_episodes: list[Episode] = []
+        with warnings.catch_warnings():
+            # `rollout_func` is marked experimental in TRL; this trainer is built on it deliberately.
+            warnings.filterwarnings("ignore", message="You are using 'rollout_func'")
+            super().__init__(
+                model=model,
+                reward_funcs=reward_funcs or [episode_return],
+                args=args,
+                train_dataset=train_dataset,
+                eval_dataset=eval_dataset,
+                processing_class=processing_class,
+                callbacks=callbacks,
+                optimizers=optimizers,
+                peft_config=peft_config,
+                rollout_func=self._rollout,
+            )
+        self.engine = RolloutEngine(
+            self._tokenizer,
+            max_turns=args.max_turns,
+            max_completion_length=args.max_completion_length,
+            max_turn_tokens=args.max_turn_tokens,
+            env_kwargs=args.env_kwargs,
+            system_prompt=args.system_prompt,
+            num_env_workers=args.num_env_workers,
+            eos_token_ids=self.eos_token_ids,
+        )
+        self._bind_schedulers()
+
+    # ---- scheduler binding (also after callbacks are recreated from a checkpoint) -------------------
+    def _bind_schedulers(self) -> None:
+        for callback in self.callback_handler.callbacks:
+            if isinstance(callback, MaxTurnScheduler):
+                callback.bind(self.engine)
+
+    def _load_callback_state(self) -> None:
+        super()._load_callback_state()
+        self._bind_schedulers()
+
+    # ---- rollout ------------------------------------------------------------------------------------
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        # TRL hands `rollout_func` only the prompts; the rows (which name the tasks) are kept here.
+        self._rollout_rows = inputs
+        output = super()._generate_and_score_completions(inputs)
+        if self.args.advantage_estimator != "grpo":
+            mode = "train" if self.model.training else "eval"
+            group = self.num_generations if mode == "train" else self.num_generations_eval
+            local = torch.tensor([e.episode_return for e in self.last_episodes], device=self.accelerator.device)
+            advantages = adv.compute(self.args.advantage_estimator, self.accelerator.gather(local), group)
+            start = self.accelerator.process_index * len(inputs)
+            output["advantages"] = advantages[start : start + len(inputs)].to(output["advantages"].dtype)
+        return output
+
+    def _rollout(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, Any]:
+        rows = self._rollout_rows
+        if len(rows) != len(prompts):
+            raise RuntimeError(f"rollout got {len(prompts)} prompts for {len(rows)} dataset rows")
+        tasks = [Task(r["env_id"], r["task_id"], r.get("split"), r.get("seed")) for r in rows]
+        with (
+            unwrap_model_for_generation(
+                self.model_wrapped,
+                self.accelerator,
+                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                generation_kwargs=self.generation_kwargs,
+                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+            ) as unwrapped_model,
+            torch.no_grad(),
+            self._dist.summon_full_params(self.model_wrapped, recurse=False),
+        ):
+            generate = hf_generate_fn(
+                unwrapped_model,
+                self._tokenizer.pad_token_id,
+                self.eos_token_ids,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                top_k=self.top_k,
+                batch_size=self.args.generation_chunk_size,
+                generation_kwargs={"repetition_penalty": self.repetition_penalty, "min_p": self.min_p},
+            )
+            episodes = self.engine.run(tasks, generate)
+        self.last_episodes = episodes
+        self._log_rollout(episodes)
+        return {
+            "prompt_ids": [e.prompt_ids for e in episodes],
+            "completion_ids": [e.completion_ids for e in episodes],
+            "logprobs": [e.logprobs for e in episodes],
+            "env_mask": [e.env_mask for e in episodes],
+            "episode_return": [e.episode_return for e in episodes],
+            "success": [float(e.success) for e in episodes],
+            "turns": [e.turns for e in episodes],
+            "truncated": [float(e.truncated or e.budget_truncated) for e in episodes],
+            "budget_truncated": [float(e.budget_truncated) for e in episodes],
+            "invalid_replies": [e.invalid_replies for e in episodes],
+        }
+
+    def _log_rollout(self, episodes: list[Episode]) -> None:
+        mode = "train" if self.model.training else "eval"
+        device = self.accelerator.device
+        local = torch.tensor(
+            [
+                len(episodes),
+                sum(e.episode_return for e in episodes),
+                sum(e.success for e in episodes),
+                sum(e.turns for e in episodes),
+                sum(e.truncated or e.budget_truncated for e in episodes),
+                sum(e.budget_truncated for e in episodes),
+                sum(e.invalid_replies for e in episodes),
+                self.engine.timing["generation"],
+                self.engine.timing["env"],
+            ],
+            dtype=torch.float64,
+            device=device,
+        )
+        total = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0).tolist()
+        n, ret, success, turns, truncated, budget, invalid, gen_time, env_time = total
+        processes = self.accelerator.num_processes
+        metrics = self._metrics[mode]
+        metrics["episode/return"].append(ret / max(n, 1))
+        metrics["episode/success"].append(success / max(n, 1))
+        metrics["episode/turns"].append(turns / max(n, 1))
+        metrics["episode/truncated"].append(truncated / max(n, 1))
+        metrics["episode/budget_truncated"].append(budget / max(n, 1))
+        metrics["episode/invalid_reply_rate"].append(invalid / max(turns, 1))
+        metrics["rollout/max_turns"].append(float(self.engine.max_turns or 0))
+        metrics["rollout/generation_time"].append(gen_time / processes)
+        metrics["rollout/env_time"].append(env_time / processes)
+        metrics["rollout/env_time_share"].append(env_time / max(gen_time + env_time, 1e-9))

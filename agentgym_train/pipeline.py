@@ -1,0 +1,235 @@
+"""`agentgym train CONFIG.yaml`: tiny model → SFT on expert episodes → multi-turn GRPO → evaluation.
+
+The default config (`configs/babyai_demo.yaml`) is the CPU demo: it builds a tiny model, warms it
+up on a few expert BabyAI episodes, trains it with multi-turn GRPO under a max-turn schedule, and
+evaluates it on held-out test tasks before and after RL, beside a uniformly random policy. It
+prints the numbers with 95% intervals and writes `results.json` and `training.png` to `output_dir`.
+With `model:` set to a path, the same pipeline trains a real model (SFT and evaluation optional).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgym_train.commands import DEFAULT_CONFIG
+from agentgym_train.grpo import MultiTurnGRPOConfig
+
+__all__ = ["DEFAULT_CONFIG", "PipelineConfig", "load_configs", "run"]
+
+
+@dataclass
+class PipelineConfig:
+    """What happens around GRPO: which model, how much SFT, the max-turn schedule, the evaluation."""
+
+    model: str = field(default="tiny", metadata={"help": "'tiny' builds a tiny model; else a model path or hub id."})
+    tiny_hidden_size: int = field(default=128, metadata={"help": "Tiny model width."})
+    tiny_layers: int = field(default=3, metadata={"help": "Tiny model depth."})
+    tiny_heads: int = field(default=4, metadata={"help": "Tiny model attention heads (KV heads: half)."})
+    tiny_intermediate_size: int = field(default=384, metadata={"help": "Tiny model MLP width."})
+    sft_episodes: int = field(default=300, metadata={"help": "Expert episodes for the SFT warm start."})
+    sft_steps: int = field(default=60, metadata={"help": "SFT optimizer steps (0: no SFT)."})
+    sft_batch_size: int = field(default=16, metadata={"help": "Episodes per SFT step."})
+    sft_learning_rate: float = field(default=1e-3, metadata={"help": "SFT learning rate."})
+    max_turn_schedule: list[int] = field(
+        default_factory=lambda: [6, 10], metadata={"help": "Horizons of the max-turn schedule, in order."}
+    )
+    max_turn_every: int = field(default=20, metadata={"help": "Steps per horizon of the schedule."})
+    eval_split: str = field(default="test", metadata={"help": "Held-out split to evaluate on."})
+    eval_tasks: int = field(default=100, metadata={"help": "Tasks of the split to evaluate (0: none)."})
+    eval_episodes_per_task: int = field(default=1, metadata={"help": "Episodes per evaluated task."})
+    eval_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature when evaluating."})
+    random_actions: list[str] | None = field(
+        default=None, metadata={"help": "Action set of the random baseline (default: the env's available actions)."}
+    )
+    torch_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads (None: torch's)."})
+
+
+def load_configs(path: str | Path, overrides: list[str] | None = None) -> tuple[PipelineConfig, MultiTurnGRPOConfig]:
+    """Parse a YAML config (TRL-style: `TrlParser`) with `--key value` overrides."""
+    from trl import TrlParser
+
+    parser = TrlParser((PipelineConfig, MultiTurnGRPOConfig))
+    pipeline, grpo = parser.parse_args_and_config(args=["--config", str(path), *(overrides or [])])
+    return pipeline, grpo
+
+
+def _plot(log_history: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in log_history if "episode/return" in r]
+    steps = [r["step"] for r in rows]
+    fig, axes = plt.subplots(3, 1, figsize=(7, 7), sharex=True)
+    for ax, key, label in zip(
+        axes,
+        ("episode/return", "episode/success", "rollout/max_turns"),
+        ("mean return", "success rate", "max turns"),
+        strict=True,
+    ):
+        ax.plot(steps, [r[key] for r in rows], marker="o", markersize=3)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("GRPO step")
+    axes[0].set_title("Multi-turn GRPO (training episodes)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _row(name: str, result: Any) -> str:
+    return (
+        f"{name:<16} success {result.success.mean:.3f} ± {result.success.half_width:.3f}   "
+        f"return {result.episode_return.mean:.3f} ± {result.episode_return.half_width:.3f}   "
+        f"turns {result.turns.mean:5.2f} ± {result.turns.half_width:.2f}"
+    )
+
+
+def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
+    """Run the whole pipeline; return (and write) the results."""
+    import torch
+
+    from agentgym_train.evaluate import evaluate_model, evaluate_random, paired_difference
+    from agentgym_train.grpo import MultiTurnGRPOTrainer
+    from agentgym_train.scheduler import MaxTurnScheduler
+    from agentgym_train.sft import expert_chats, run_sft
+    from agentgym_train.tiny import TINY_MARKER, TinyModelConfig, build_tiny_model, count_parameters, load_model
+
+    started = time.perf_counter()
+    if pipeline.torch_threads:
+        torch.set_num_threads(pipeline.torch_threads)
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    horizon = max(pipeline.max_turn_schedule)
+    env_kwargs = args.env_kwargs or {}
+    results: dict[str, Any] = {"env_id": args.env_id, "max_turns": horizon, "stages": {}}
+
+    def stage(name: str, t0: float) -> None:
+        results["stages"][name] = round(time.perf_counter() - t0, 1)
+        print(f"[{name}: {results['stages'][name]:.0f} s]", flush=True)
+
+    # 1. the model
+    t0 = time.perf_counter()
+    model_path = pipeline.model
+    if pipeline.model == "tiny":
+        tiny = TinyModelConfig(
+            env_ids=[args.env_id],
+            env_kwargs=env_kwargs,
+            hidden_size=pipeline.tiny_hidden_size,
+            num_hidden_layers=pipeline.tiny_layers,
+            num_attention_heads=pipeline.tiny_heads,
+            num_key_value_heads=max(1, pipeline.tiny_heads // 2),
+            intermediate_size=pipeline.tiny_intermediate_size,
+            seed=args.seed,
+        )
+        model_path = str(build_tiny_model(out / "tiny-model", tiny))
+    model, tokenizer = load_model(model_path)
+    results["parameters"] = count_parameters(model)
+    print(f"model: {model_path} ({results['parameters'] / 1e6:.2f}M parameters)", flush=True)
+    stage("model", t0)
+
+    # 2. SFT warm start on expert episodes
+    if pipeline.sft_steps > 0:
+        t0 = time.perf_counter()
+        chats = expert_chats(
+            args.env_id, pipeline.sft_episodes, max_turns=horizon, env_kwargs=env_kwargs, seed=args.seed
+        )
+        print(f"SFT on {len(chats)} expert episodes, {pipeline.sft_steps} steps", flush=True)
+        run_sft(
+            model,
+            tokenizer,
+            chats,
+            str(out / "sft"),
+            max_steps=pipeline.sft_steps,
+            batch_size=pipeline.sft_batch_size,
+            learning_rate=pipeline.sft_learning_rate,
+            seed=args.seed,
+        )
+        model_path = str(out / "sft-model")
+        model.save_pretrained(model_path)
+        tokenizer.save_pretrained(model_path)
+        if (Path(pipeline.model if pipeline.model != "tiny" else out / "tiny-model") / TINY_MARKER).is_file():
+            (Path(model_path) / TINY_MARKER).write_text((out / "tiny-model" / TINY_MARKER).read_text())
+        stage("sft", t0)
+
+    def evaluate(description: str) -> Any:
+        return evaluate_model(
+            model,
+            tokenizer,
+            args.env_id,
+            split=pipeline.eval_split,
+            num_tasks=pipeline.eval_tasks,
+            episodes_per_task=pipeline.eval_episodes_per_task,
+            max_turns=horizon,
+            max_completion_length=args.max_completion_length,
+            max_turn_tokens=args.max_turn_tokens,
+            temperature=pipeline.eval_temperature,
+            env_kwargs=env_kwargs,
+            seed=args.seed,
+            description=description,
+        )
+
+    # 3. before RL, and the random policy under the same max turns
+    before = random = None
+    if pipeline.eval_tasks:
+        t0 = time.perf_counter()
+        random = evaluate_random(
+            args.env_id,
+            split=pipeline.eval_split,
+            num_tasks=pipeline.eval_tasks,
+            episodes_per_task=pipeline.eval_episodes_per_task,
+            max_turns=horizon,
+            actions=pipeline.random_actions,
+            env_kwargs=env_kwargs,
+            seed=args.seed,
+        )
+        before = evaluate("eval before RL")
+        print(_row("random policy", random), flush=True)
+        print(_row("before RL", before), flush=True)
+        stage("eval before", t0)
+
+    # 4. multi-turn GRPO with the max-turn scheduler
+    t0 = time.perf_counter()
+    scheduler = MaxTurnScheduler.stages(pipeline.max_turn_schedule, pipeline.max_turn_every)
+    trainer = MultiTurnGRPOTrainer(model, args, processing_class=tokenizer, callbacks=[scheduler])
+    trainer.train()
+    trainer.engine.close()
+    if trainer.is_world_process_zero():
+        trainer.save_model(str(out / "rl-model"))
+        tokenizer.save_pretrained(str(out / "rl-model"))
+    log_history = trainer.state.log_history
+    _plot(log_history, out / "training.png")
+    results["log_history"] = log_history
+    stage("grpo", t0)
+
+    # 5. after RL
+    if pipeline.eval_tasks and before is not None and random is not None:
+        t0 = time.perf_counter()
+        after = evaluate("eval after RL")
+        diff = paired_difference(before, after)
+        results.update(random=random.to_dict(), before=before.to_dict(), after=after.to_dict(), difference=asdict(diff))
+        stage("eval after", t0)
+        print()
+        print(f"held-out {pipeline.eval_split} tasks of {args.env_id}, max {horizon} turns, 95% intervals:")
+        print(_row("random policy", random))
+        print(_row("before RL", before))
+        print(_row("after RL", after))
+        verdict = (
+            "RL raised success beyond the interval"
+            if diff.low > 0
+            else "RL lowered success"
+            if diff.high < 0
+            else "no significant change"
+        )
+        print(f"after - before: success {diff.mean:+.3f} (95% CI {diff.low:+.3f} .. {diff.high:+.3f}): {verdict}")
+
+    results["wall_time_s"] = round(time.perf_counter() - started, 1)
+    results["config"] = {"pipeline": asdict(pipeline), "grpo": {k: str(v) for k, v in args.to_dict().items()}}
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(f"wrote {out / 'results.json'} and {out / 'training.png'} ({results['wall_time_s']:.0f} s in all)")
+    return results

@@ -1,0 +1,209 @@
+"""Offline tiny models: a Qwen2-architecture causal LM with random weights and a tokenizer trained here.
+
+Nothing downloads. `build_tiny_model` plays a few episodes of the given envs (expert and random
+actions) to collect text, trains a byte-level BPE tokenizer on it with the `tokenizers` library,
+wraps it with a Qwen-style chat template (`<|im_start|>role\\n...<|im_end|>\\n`), initialises a
+small `Qwen2ForCausalLM` with random weights and saves both to a directory. `load_model` loads that
+directory, or any other model path or hub id the user has locally (e.g. `Qwen/Qwen2.5-7B-Instruct`),
+through the same code.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Qwen2.5's chat format without tools. The `{% generation %}` markers let `return_assistant_tokens_mask`
+#: find the assistant's tokens (its reply and its end-of-turn token), as TRL's SFT expects.
+QWEN_STYLE_CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{{- '<|im_start|>assistant\\n' }}{% generation %}{{- message['content'] + '<|im_end|>' }}{% endgeneration %}"
+    "{{- '\\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+#: File in a tiny model's directory that records how it was built (and marks it as one).
+TINY_MARKER = "tiny_model.json"
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+
+@dataclass
+class TinyModelConfig:
+    """Shape of a tiny model and of its tokenizer (defaults: ~2M parameters, as in BASELINES.md)."""
+
+    env_ids: list[str] = field(default_factory=lambda: ["AgentGym/BabyAI-GoToLocal-v0"])
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    vocab_size: int = 2048
+    all_bytes: bool = True
+    hidden_size: int = 192
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 6
+    num_key_value_heads: int = 2
+    intermediate_size: int = 512
+    max_position_embeddings: int = 4096
+    # Untied: RL's pressure on output logits then leaves the input embeddings (how the model reads
+    # observations) alone, which keeps a tiny model from unlearning to read while it learns to act.
+    tie_word_embeddings: bool = False
+    corpus_episodes: int = 200
+    seed: int = 0
+
+
+def env_corpus(
+    env_ids: Sequence[str], episodes: int = 60, seed: int = 0, env_kwargs: dict[str, Any] | None = None
+) -> list[str]:
+    """Text a model of these envs will read and write: system prompts, observations, action lines.
+
+    Half the episodes follow the expert, half take random available actions (train split only).
+    """
+    import gymnasium as gym
+
+    import agentgym_envs  # noqa: F401  (registers the ids)
+    from agentgym_wrappers.parsers import ParseError, get_parser
+
+    rng = random.Random(seed)
+    texts: list[str] = []
+    for env_id in env_ids:
+        env = gym.make(env_id, **(env_kwargs or {}))
+        base = env.unwrapped
+        try:
+            get_parser(base.action_format)("")
+            reminder = ""
+        except ParseError as error:
+            reminder = str(error)
+        n_tasks = base._task_count("train")
+        for episode in range(episodes):
+            observation, info = env.reset(
+                seed=seed + episode, options={"split": "train", "task_id": rng.randrange(n_tasks)}
+            )
+            # Every conversation opens with the system prompt: weighting it merges it into few tokens.
+            texts += [base.system_prompt, reminder, observation]
+            expert = base.make_expert() if episode % 2 == 0 else None
+            for _ in range(base.default_max_turns):
+                if expert is not None:
+                    try:
+                        action = expert.act(observation, info)
+                    except Exception:  # an expert that gives up still leaves useful text
+                        break
+                else:
+                    action = rng.choice(info.get("available_actions") or ["look"])
+                texts.append(f"Action: {action}")
+                observation, _, terminated, truncated, info = env.step(action)
+                texts.append(observation)
+                if terminated or truncated:
+                    break
+            texts.extend(f"Action: {a}" for a in info.get("available_actions") or [])
+        env.close()
+    return texts
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048, all_bytes: bool = True) -> Any:
+    """A byte-level BPE tokenizer with Qwen's special tokens and a chat template.
+
+    With `all_bytes` (the default) every byte is in the vocabulary, so any text encodes; without
+    it, only the characters seen in `texts` are (a very small vocabulary, for toy tasks).
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    # Pieces end at punctuation and newlines, not at spaces, so merges grow into phrases of env text
+    # ("Ġ2ĠstepsĠaheadĠandĠ1ĠstepĠtoĠyourĠleft;"): observations are ~5x shorter than with word pieces,
+    # which is what makes multi-turn RL affordable on a CPU.
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(r"[;,.:]|\n"), "merged_with_previous"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet() if all_bytes else [],
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(list(texts), trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
+        chat_template=QWEN_STYLE_CHAT_TEMPLATE,
+        padding_side="left",
+        model_max_length=1 << 20,
+    )
+
+
+def build_tiny_model(
+    output_dir: str | Path, config: TinyModelConfig | None = None, texts: Sequence[str] | None = None
+) -> Path:
+    """Train a tokenizer on env text, initialise a random Qwen2 model, save both; return the directory.
+
+    `texts` replaces the corpus played from `config.env_ids` (e.g. for a toy task).
+    """
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    config = config or TinyModelConfig()
+    output_dir = Path(output_dir)
+    if texts is None:
+        texts = env_corpus(config.env_ids, config.corpus_episodes, config.seed, config.env_kwargs)
+    tokenizer = train_tokenizer(texts, config.vocab_size, config.all_bytes)
+    torch.manual_seed(config.seed)
+    model_config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        num_key_value_heads=config.num_key_value_heads,
+        max_position_embeddings=config.max_position_embeddings,
+        tie_word_embeddings=config.tie_word_embeddings,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = Qwen2ForCausalLM(model_config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id, do_sample=True, temperature=1.0
+    )
+    output_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    (output_dir / TINY_MARKER).write_text(json.dumps(asdict(config), indent=2) + "\n")
+    return output_dir
+
+
+def load_tokenizer(name_or_path: str | Path) -> Any:
+    """The tokenizer of a tiny model directory, or of any local model path / hub id (left padding)."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    # AutoTokenizer would pick Qwen2Tokenizer from the config's model type and swap in Qwen's
+    # pre-tokenizer; a tiny model's own tokenizer.json must load as it is.
+    tiny = (Path(name_or_path) / TINY_MARKER).is_file()
+    loader = PreTrainedTokenizerFast if tiny else AutoTokenizer
+    tokenizer = loader.from_pretrained(str(name_or_path), padding_side="left")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(name_or_path: str | Path, dtype: str = "float32") -> tuple[Any, Any]:
+    """Load a causal LM and its tokenizer (a tiny model directory or any local model path / hub id)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=getattr(torch, dtype))
+    return model, load_tokenizer(name_or_path)
+
+
+def count_parameters(model: Any) -> int:
+    return sum(p.numel() for p in model.parameters())

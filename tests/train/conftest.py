@@ -1,0 +1,51 @@
+"""Fixtures for the trainer tests: tiny models built on the spot (nothing downloads)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+sys.path.insert(0, str(Path(__file__).parent))  # toy_env
+
+from train_helpers import BABYAI, ENV_KWARGS
+
+
+@pytest.fixture(scope="session")
+def tiny_babyai(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-init tiny Qwen2 (~0.1M parameters) with a tokenizer trained on BabyAI text."""
+    from agentgym_train.tiny import TinyModelConfig, build_tiny_model
+
+    config = TinyModelConfig(
+        env_ids=[BABYAI],
+        env_kwargs=ENV_KWARGS,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        corpus_episodes=40,
+    )
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-babyai"), config)
+
+
+@pytest.fixture(scope="session")
+def toy_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-init tiny Qwen2 for the parity toy task, with a 40-token vocabulary."""
+    import toy_env
+
+    from agentgym_train.tiny import TinyModelConfig, build_tiny_model
+
+    config = TinyModelConfig(
+        vocab_size=40,
+        all_bytes=False,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=512,
+    )
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-toy"), config, texts=toy_env.toy_corpus())

@@ -1,0 +1,158 @@
+"""The token path of the rollout engine: masks, replies, observations, logprobs, the budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from train_helpers import BABYAI, ENV_KWARGS, grpo_args
+
+from agentgym_train.rollout import ChatRenderer, Episode, RolloutEngine, Task, hf_generate_fn
+from agentgym_train.tiny import load_model
+
+
+def spans(mask: list[int], value: int) -> list[tuple[int, int]]:
+    """[start, end) runs of `value` in `mask`."""
+    runs, start = [], None
+    for i, m in enumerate([*mask, None]):
+        if m == value and start is None:
+            start = i
+        elif m != value and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
+
+
+def scripted(tokenizer, replies: list[str], cut: set[int] = frozenset()):
+    """A GenerateFn replaying `replies` turn by turn (turns in `cut` lose their EOS)."""
+    turn = {"n": 0}
+
+    def generate(contexts, max_new_tokens):
+        text = replies[turn["n"] % len(replies)]
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if turn["n"] not in cut:
+            ids = [*ids, tokenizer.eos_token_id]
+        turn["n"] += 1
+        return [(ids[:max_new_tokens], [-0.5] * len(ids[:max_new_tokens])) for _ in contexts]
+
+    return generate
+
+
+def check_token_path(episode: Episode, tokenizer, renderer: ChatRenderer) -> None:
+    """Sampled tokens are mask 1 and decode to the replies; env tokens are mask 0 and are the
+    rendered observations; the whole sequence is the chat template over the transcript."""
+    ids, mask = episode.completion_ids, episode.env_mask
+    assert len(ids) == len(mask) == len(episode.logprobs)
+    model_spans, env_spans = spans(mask, 1), spans(mask, 0)
+    assert len(model_spans) == episode.turns == len(episode.replies)
+    assistant = [m["content"] for m in episode.messages if m["role"] == "assistant"]
+    observations = [m["content"] for m in episode.messages if m["role"] == "user"][1:]
+    assert assistant == episode.replies
+    for (start, end), reply in zip(model_spans, episode.replies, strict=True):
+        span = ids[start:end]
+        body = span[:-1] if span[-1] == tokenizer.eos_token_id else span
+        assert tokenizer.decode(body, skip_special_tokens=False) == reply
+    for k, (start, end) in enumerate(env_spans):
+        closed = ids[start - 1] == tokenizer.eos_token_id
+        assert ids[start:end] == renderer.observation_ids(observations[k], closed=closed)
+        assert all(lp == 0.0 for lp in episode.logprobs[start:end])
+    if mask and ids[-1] == tokenizer.eos_token_id:  # ended on the model's EOS: the chat, token for token
+        transcript = episode.messages[: 2 * episode.turns + 2 - 1]  # without the final observation
+        text = tokenizer.decode(episode.prompt_ids + ids, skip_special_tokens=False)
+        assert text + "\n" == renderer.render(transcript, add_generation_prompt=False)
+
+
+def test_scripted_rollout_masks_and_text(tiny_babyai: Path) -> None:
+    _, tokenizer = load_model(tiny_babyai)
+    renderer = ChatRenderer(tokenizer)
+    engine = RolloutEngine(tokenizer, max_turns=4, max_completion_length=512, max_turn_tokens=12, env_kwargs=ENV_KWARGS)
+    replies = ["Action: turn left", "I think so.\nAction: move forward", "no action here", "Action: turn right"]
+    tasks = [Task(BABYAI, i, "train", 0) for i in range(3)]
+    episodes = engine.run(tasks, scripted(tokenizer, replies))
+    engine.close()
+    for episode in episodes:
+        assert episode.turns == 4 and episode.truncated and not episode.budget_truncated
+        assert episode.invalid_replies == 1  # "no action here" costs a turn and is counted
+        assert episode.completion_ids[-1] == tokenizer.eos_token_id
+        check_token_path(episode, tokenizer, renderer)
+
+
+def test_reply_cut_at_max_turn_tokens_is_closed_by_the_env(tiny_babyai: Path) -> None:
+    _, tokenizer = load_model(tiny_babyai)
+    engine = RolloutEngine(tokenizer, max_turns=3, max_completion_length=512, max_turn_tokens=3, env_kwargs=ENV_KWARGS)
+    episode = engine.run([Task(BABYAI, 0, "train", 0)], scripted(tokenizer, ["Action: turn left now"], cut={0}))[0]
+    engine.close()
+    first_env = spans(episode.env_mask, 0)[0][0]
+    # the EOS the model did not sample opens the env's span (mask 0), never the model's
+    assert episode.completion_ids[first_env] == tokenizer.eos_token_id
+    assert episode.env_mask[first_env] == 0
+    check_token_path(episode, tokenizer, ChatRenderer(tokenizer))
+
+
+def test_budget_ends_episodes_at_a_turn_boundary(tiny_babyai: Path) -> None:
+    _, tokenizer = load_model(tiny_babyai)
+    budget = 60
+    engine = RolloutEngine(
+        tokenizer, max_turns=20, max_completion_length=budget, max_turn_tokens=8, env_kwargs=ENV_KWARGS
+    )
+    episodes = engine.run([Task(BABYAI, i, "train", 0) for i in range(4)], scripted(tokenizer, ["Action: turn left"]))
+    engine.close()
+    for episode in episodes:
+        assert episode.budget_truncated and not episode.terminated
+        assert len(episode.completion_ids) <= budget
+        assert episode.env_mask[-1] == 1 and episode.completion_ids[-1] == tokenizer.eos_token_id
+        assert episode.stats["budget_truncated"] and episode.stats["turns"] == episode.turns
+
+
+def test_sampled_rollout_logprobs_match_the_model(tiny_babyai: Path) -> None:
+    model, tokenizer = load_model(tiny_babyai)
+    torch.manual_seed(0)
+    engine = RolloutEngine(tokenizer, max_turns=3, max_completion_length=400, max_turn_tokens=10, env_kwargs=ENV_KWARGS)
+    temperature = 0.7
+    generate = hf_generate_fn(model, tokenizer.pad_token_id, [tokenizer.eos_token_id], temperature=temperature)
+    episodes = engine.run([Task(BABYAI, i, "train", 0) for i in range(6)], generate)
+    engine.close()
+    renderer = ChatRenderer(tokenizer)
+    for episode in episodes:
+        check_token_path(episode, tokenizer, renderer)
+        sequence = torch.tensor([episode.prompt_ids + episode.completion_ids])
+        with torch.no_grad():
+            logits = model(sequence).logits[0, len(episode.prompt_ids) - 1 : -1] / temperature
+        recomputed = torch.log_softmax(logits.float(), -1).gather(-1, sequence[0, len(episode.prompt_ids) :, None])[
+            :, 0
+        ]
+        model_tokens = torch.tensor(episode.env_mask, dtype=torch.bool)
+        sampler = torch.tensor(episode.logprobs)
+        assert torch.allclose(recomputed[model_tokens], sampler[model_tokens], atol=1e-4)
+
+
+def test_trainer_recomputes_the_sampler_logprobs(tiny_babyai: Path, tmp_path: Path) -> None:
+    """Through TRL's own padding and forward: its per-token logprobs equal the sampler's on model tokens."""
+    from agentgym_train.grpo import MultiTurnGRPOTrainer
+
+    model, tokenizer = load_model(tiny_babyai)
+    trainer = MultiTurnGRPOTrainer(model, grpo_args(tmp_path, temperature=0.8), processing_class=tokenizer)
+    batch = next(iter(trainer.get_train_dataloader()))
+    out = trainer._generate_and_score_completions(batch)
+    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+    with torch.no_grad():
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model, ids, attention, out["completion_ids"].size(1)
+        )
+    model_tokens = (out["completion_mask"] * out["tool_mask"]).bool()
+    assert model_tokens.sum() > 0 and (~model_tokens & out["completion_mask"].bool()).sum() > 0
+    assert torch.allclose(logps[model_tokens], out["sampling_per_token_logps"][model_tokens], atol=1e-4)
+    # env tokens carry mask 0 into TRL's loss, and are exactly where the rollout said the env spoke
+    for row, episode in enumerate(trainer.last_episodes):
+        n = len(episode.completion_ids)
+        assert out["tool_mask"][row, :n].tolist() == episode.env_mask
+    trainer.engine.close()
+
+
+def test_renderer_refuses_a_template_that_rewrites_history(tiny_babyai: Path) -> None:
+    _, tokenizer = load_model(tiny_babyai)
+    tokenizer.chat_template = "{% for m in messages|reverse %}{{ m['content'] }}{{ eos_token }}{% endfor %}"
+    with pytest.raises(ValueError, match="prefix-preserving"):
+        ChatRenderer(tokenizer).observation_ids("hello")
