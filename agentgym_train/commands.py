@@ -19,10 +19,11 @@ def add_subcommands(sub: Any) -> None:
     p = sub.add_parser(
         "train",
         help="SFT + multi-turn GRPO + evaluation from a TRL-style YAML config ([train] extra)",
-        description="Run a training config. Without CONFIG: the CPU demo (tiny model, BabyAI). "
-        "Any config key can be overridden with --key value after it.",
+        description="Run a training config: a YAML file, or the name of a packaged one "
+        f"({', '.join(packaged_configs())}). Without CONFIG: the CPU demo (tiny model, BabyAI). "
+        "Any key can be overridden after CONFIG: agentgym train babyai_demo --max_steps 10",
     )
-    p.add_argument("config", nargs="?", default=str(DEFAULT_CONFIG), help=f"YAML config (default: {DEFAULT_CONFIG})")
+    p.add_argument("config", nargs="?", default=DEFAULT_CONFIG.stem, help="YAML file or packaged config name")
     p.add_argument("overrides", nargs=argparse.REMAINDER, help="--key value pairs that override the config")
     p.set_defaults(func=cmd_train)
 
@@ -45,16 +46,26 @@ def add_subcommands(sub: Any) -> None:
     p.set_defaults(func=cmd_eval)
 
 
+def packaged_configs() -> list[str]:
+    """Names of the configs that ship with the package (`agentgym train NAME`)."""
+    return sorted(p.stem for p in DEFAULT_CONFIG.parent.glob("*.yaml"))
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     try:
         from agentgym_train.pipeline import load_configs, run
     except ImportError as error:
         print(_NEEDS_TRAIN.format("train", error), file=sys.stderr)
         return 1
-    if not Path(args.config).is_file():
-        print(f"no config file {args.config!r}; see {Path(__file__).parent / 'configs'}", file=sys.stderr)
+    path = Path(args.config)
+    if not path.is_file():
+        path = DEFAULT_CONFIG.parent / f"{args.config}.yaml"
+    if not path.is_file():
+        print(
+            f"no config file {args.config!r} and no packaged config of that name: {packaged_configs()}", file=sys.stderr
+        )
         return 2
-    pipeline, grpo = load_configs(args.config, args.overrides)
+    pipeline, grpo = load_configs(path, args.overrides)
     run(pipeline, grpo)
     return 0
 

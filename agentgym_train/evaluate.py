@@ -18,7 +18,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentgym_train.rollout import Episode, RolloutEngine, Task, hf_generate_fn
+from agentgym_train.rollout import Episode, RolloutEngine, Task
+from agentgym_train.sampler import CachedSampler
 from agentgym_wrappers import MultiTurnWrapper
 
 Z95 = 1.959964
@@ -174,7 +175,7 @@ def evaluate_model(
         env_kwargs=env_kwargs,
     )
     torch.manual_seed(seed)
-    generate = hf_generate_fn(model, tokenizer.pad_token_id, engine.eos_token_ids, temperature=temperature)
+    generate = CachedSampler(model, tokenizer.pad_token_id, engine.eos_token_ids, temperature=temperature)
     was_training = model.training
     model.eval()
     rows: list[dict[str, Any]] = []

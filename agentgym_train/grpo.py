@@ -22,6 +22,7 @@ from trl.models.utils import unwrap_model_for_generation
 
 from agentgym_train import advantages as adv
 from agentgym_train.rollout import Episode, RolloutEngine, Task, hf_generate_fn
+from agentgym_train.sampler import CachedSampler
 from agentgym_train.scheduler import MaxTurnScheduler
 
 
@@ -44,8 +45,16 @@ class MultiTurnGRPOConfig(GRPOConfig):
     max_turn_tokens: int = field(default=32, metadata={"help": "Most tokens in one reply."})
     system_prompt: str | None = field(default=None, metadata={"help": "Overrides the scenario's system prompt."})
     num_env_workers: int = field(default=8, metadata={"help": "Threads stepping envs concurrently."})
+    sampler: str = field(
+        default="cached",
+        metadata={
+            "help": "'cached' keeps each episode's KV cache between turns (agentgym_train.sampler); "
+            "'generate' calls transformers' generate on the whole history every turn (supports every "
+            "generation option, e.g. repetition_penalty and min_p)."
+        },
+    )
     generation_chunk_size: int | None = field(
-        default=None, metadata={"help": "Episodes per generate call (None: all live episodes at once)."}
+        default=None, metadata={"help": "Episodes per generate call with sampler='generate' (None: all)."}
     )
     advantage_estimator: str = field(
         default="grpo", metadata={"help": "grpo (TRL's group normalisation), rloo or reinforce++."}
@@ -68,6 +77,8 @@ class MultiTurnGRPOConfig(GRPOConfig):
             self.env_kwargs = json.loads(self.env_kwargs)
         if self.advantage_estimator not in adv.ESTIMATORS:
             raise ValueError(f"advantage_estimator must be one of {adv.ESTIMATORS}, got {self.advantage_estimator!r}")
+        if self.sampler not in ("cached", "generate"):
+            raise ValueError(f"sampler must be 'cached' or 'generate', got {self.sampler!r}")
         if self.bf16 is None and not torch.cuda.is_available():
             self.bf16 = False  # TRL defaults to bf16, which transformers refuses on a CPU-only machine
         super().__post_init__()
@@ -219,17 +230,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             torch.no_grad(),
             self._dist.summon_full_params(self.model_wrapped, recurse=False),
         ):
-            generate = hf_generate_fn(
-                unwrapped_model,
-                self._tokenizer.pad_token_id,
-                self.eos_token_ids,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                top_k=self.top_k,
-                batch_size=self.args.generation_chunk_size,
-                generation_kwargs={"repetition_penalty": self.repetition_penalty, "min_p": self.min_p},
-            )
-            episodes = self.engine.run(tasks, generate)
+            episodes = self.engine.run(tasks, self._sampler(unwrapped_model))
         self.last_episodes = episodes
         self._log_rollout(episodes)
         return {
@@ -244,6 +245,23 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             "budget_truncated": [float(e.budget_truncated) for e in episodes],
             "invalid_replies": [e.invalid_replies for e in episodes],
         }
+
+    def _sampler(self, model: Any) -> Any:
+        plain = self.repetition_penalty == 1.0 and not self.min_p
+        if self.args.sampler == "cached" and plain:
+            return CachedSampler(
+                model, self._tokenizer.pad_token_id, self.eos_token_ids, self.temperature, self.top_k, self.top_p
+            )
+        return hf_generate_fn(
+            model,
+            self._tokenizer.pad_token_id,
+            self.eos_token_ids,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            batch_size=self.args.generation_chunk_size,
+            generation_kwargs={"repetition_penalty": self.repetition_penalty, "min_p": self.min_p},
+        )
 
     def _log_rollout(self, episodes: list[Episode]) -> None:
         mode = "train" if self.model.training else "eval"

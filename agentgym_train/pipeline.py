@@ -72,7 +72,13 @@ def _plot(log_history: list[dict[str, Any]], path: Path) -> None:
         ("mean return", "success rate", "max turns"),
         strict=True,
     ):
-        ax.plot(steps, [r[key] for r in rows], marker="o", markersize=3)
+        values = [r[key] for r in rows]
+        ax.plot(steps, values, marker="o", markersize=2, linewidth=0.8, alpha=0.5)
+        if key != "rollout/max_turns" and len(values) >= 5:  # a 5-step moving average through the noise
+            smooth = [
+                sum(values[max(0, i - 4) : i + 1]) / len(values[max(0, i - 4) : i + 1]) for i in range(len(values))
+            ]
+            ax.plot(steps, smooth, linewidth=2)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("GRPO step")
@@ -150,11 +156,14 @@ def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
             learning_rate=pipeline.sft_learning_rate,
             seed=args.seed,
         )
-        model_path = str(out / "sft-model")
-        model.save_pretrained(model_path)
-        tokenizer.save_pretrained(model_path)
-        if (Path(pipeline.model if pipeline.model != "tiny" else out / "tiny-model") / TINY_MARKER).is_file():
-            (Path(model_path) / TINY_MARKER).write_text((out / "tiny-model" / TINY_MARKER).read_text())
+        sft_path = out / "sft-model"
+        model.save_pretrained(sft_path)
+        tokenizer.save_pretrained(sft_path)
+        if (Path(model_path) / TINY_MARKER).is_file():
+            (sft_path / TINY_MARKER).write_text((Path(model_path) / TINY_MARKER).read_text())
+        # Reload, so that the model names the SFT checkpoint: TRL builds the KL reference from that path.
+        model_path = str(sft_path)
+        model, tokenizer = load_model(model_path)
         stage("sft", t0)
 
     def evaluate(description: str) -> Any:

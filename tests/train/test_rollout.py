@@ -9,6 +9,7 @@ import torch
 from train_helpers import BABYAI, ENV_KWARGS, grpo_args
 
 from agentgym_train.rollout import ChatRenderer, Episode, RolloutEngine, Task, hf_generate_fn
+from agentgym_train.sampler import CachedSampler
 from agentgym_train.tiny import load_model
 
 
@@ -105,12 +106,15 @@ def test_budget_ends_episodes_at_a_turn_boundary(tiny_babyai: Path) -> None:
         assert episode.stats["budget_truncated"] and episode.stats["turns"] == episode.turns
 
 
-def test_sampled_rollout_logprobs_match_the_model(tiny_babyai: Path) -> None:
+@pytest.mark.parametrize("sampler", ["cached", "generate"])
+def test_sampled_rollout_logprobs_match_the_model(tiny_babyai: Path, sampler: str) -> None:
+    """Logprobs recomputed on each final, unpadded sequence equal the sampler's on model tokens."""
     model, tokenizer = load_model(tiny_babyai)
     torch.manual_seed(0)
     engine = RolloutEngine(tokenizer, max_turns=3, max_completion_length=400, max_turn_tokens=10, env_kwargs=ENV_KWARGS)
     temperature = 0.7
-    generate = hf_generate_fn(model, tokenizer.pad_token_id, [tokenizer.eos_token_id], temperature=temperature)
+    make = CachedSampler if sampler == "cached" else hf_generate_fn
+    generate = make(model, tokenizer.pad_token_id, [tokenizer.eos_token_id], temperature=temperature)
     episodes = engine.run([Task(BABYAI, i, "train", 0) for i in range(6)], generate)
     engine.close()
     renderer = ChatRenderer(tokenizer)
@@ -156,3 +160,22 @@ def test_renderer_refuses_a_template_that_rewrites_history(tiny_babyai: Path) ->
     tokenizer.chat_template = "{% for m in messages|reverse %}{{ m['content'] }}{{ eos_token }}{% endfor %}"
     with pytest.raises(ValueError, match="prefix-preserving"):
         ChatRenderer(tokenizer).observation_ids("hello")
+
+
+def test_cached_sampler_reuses_the_cache_only_for_continuations(tiny_babyai: Path) -> None:
+    model, tokenizer = load_model(tiny_babyai)
+    sampler = CachedSampler(model, tokenizer.pad_token_id, [tokenizer.eos_token_id], temperature=0)
+    contexts = [tokenizer("Mission: go to the red ball")["input_ids"], tokenizer("In view: nothing")["input_ids"]]
+    first = sampler(contexts, 4)
+    cached = sampler.cache
+    # the second episode goes on (its reply and an observation appended); the first one ended
+    follow = [contexts[1] + first[1][0] + tokenizer("You turned left.")["input_ids"]]
+    again = sampler(follow, 4)
+    assert sampler.cache is cached and len(sampler.fed) == 1
+    # greedy continuation equals a fresh, uncached computation of the same context
+    fresh = CachedSampler(model, tokenizer.pad_token_id, [tokenizer.eos_token_id], temperature=0)(follow, 4)
+    assert again[0][0] == fresh[0][0]
+    assert torch.allclose(torch.tensor(again[0][1]), torch.tensor(fresh[0][1]), atol=1e-4)
+    # a context that extends nothing starts over
+    sampler([tokenizer("Something else")["input_ids"]], 2)
+    assert sampler.cache is not cached

@@ -1,0 +1,157 @@
+"""A multi-turn sampler that keeps the KV cache between turns.
+
+`hf_generate_fn` re-reads every episode's whole history at each turn (a fresh `generate` call).
+`CachedSampler` remembers what each episode's sequence already fed through the model: at the next
+turn only the new tokens (the last sampled token and the rendered observation) are run, appended
+to the cache. Episodes of one batch grow by different amounts, so the cache gets masked holes; the
+attention mask hides them and explicit position ids count only real tokens, so every token sees
+exactly the context and positions it would in one unpadded forward pass (what the trainer
+recomputes; `tests/train/test_rollout.py` checks the logprobs agree).
+
+Use it as the engine's `GenerateFn` for one `RolloutEngine.run` (or a sequence of runs): a call
+whose contexts do not all extend the previous call's sequences starts over with a fresh cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+class CachedSampler:
+    """Sample replies for a batch of growing contexts, reusing the KV cache across turns.
+
+    Args:
+        model: A causal LM (transformers; `cache=` / `position_ids=` forward arguments).
+        pad_token_id: Fills holes (never attended to).
+        eos_token_ids: Tokens that end a reply.
+        temperature: Sampling temperature (0: greedy). Logprobs are those of the tempered distribution.
+        top_k, top_p: Optional truncation of the sampling distribution (logprobs stay untruncated, as TRL's).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        pad_token_id: int,
+        eos_token_ids: Sequence[int],
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float = 1.0,
+    ):
+        self.model = model
+        self.pad_token_id = pad_token_id
+        self.eos = torch.tensor(list(eos_token_ids))
+        self.temperature = temperature
+        self.top_k = top_k or None
+        self.top_p = top_p
+        self._reset()
+
+    def _reset(self) -> None:
+        self.cache: Any = None
+        self.mask: torch.Tensor | None = None  # (rows, cached columns) 1 = real token
+        self.fed: list[list[int]] = []  # per row, the real tokens in the cache, in order
+
+    # ---- the GenerateFn interface -------------------------------------------------------------------
+    def __call__(self, contexts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
+        rows = self._match(contexts)
+        device = next(self.model.parameters()).device
+        if rows is None:
+            self._reset()
+            self.fed = [[] for _ in contexts]
+            pending = [list(c) for c in contexts]
+        else:
+            self.cache.batch_select_indices(torch.tensor(rows, device=device))
+            self.mask = self.mask[rows]
+            self.fed = [self.fed[r] for r in rows]
+            pending = [list(c[len(self.fed[i]) :]) for i, c in enumerate(contexts)]
+        with torch.no_grad():
+            logits = self._feed(pending, device)
+            return self._decode(logits, max_new_tokens, device)
+
+    def _match(self, contexts: list[list[int]]) -> list[int] | None:
+        """Cache rows that each context extends, in order; None when some context extends none."""
+        if self.cache is None:
+            return None
+        rows, start = [], 0
+        for context in contexts:
+            for r in range(start, len(self.fed)):
+                fed = self.fed[r]
+                if len(context) > len(fed) and context[: len(fed)] == fed:
+                    rows.append(r)
+                    start = r + 1
+                    break
+            else:
+                return None
+        return rows
+
+    # ---- model calls ----------------------------------------------------------------------------------
+    def _forward(self, ids: torch.Tensor, new_mask: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """Run new columns `ids` (with their 0/1 mask) after the cache; return the last column's logits."""
+        full = new_mask if self.mask is None else torch.cat([self.mask, new_mask], dim=1)
+        # positions count real tokens only, so holes do not stretch distances
+        positions = (full.cumsum(dim=1) - 1).clamp(min=0)[:, -ids.size(1) :]
+        if self.cache is None:
+            from transformers import DynamicCache
+
+            self.cache = DynamicCache(config=self.model.config)
+        out = self.model(
+            input_ids=ids.to(device),
+            attention_mask=full.to(device),
+            position_ids=positions.to(device),
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        self.mask = full
+        return out.logits[:, -1].float().cpu()
+
+    def _feed(self, pending: list[list[int]], device: torch.device) -> torch.Tensor:
+        width = max(len(p) for p in pending)
+        ids = torch.full((len(pending), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(pending), width), dtype=torch.long)
+        for row, tokens in enumerate(pending):
+            if tokens:
+                ids[row, width - len(tokens) :] = torch.tensor(tokens)
+                mask[row, width - len(tokens) :] = 1
+            self.fed[row] += tokens
+        return self._forward(ids, mask, device)
+
+    def _sample(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.temperature <= 0:
+            token = logits.argmax(dim=-1)
+            return token, torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
+        logps = torch.log_softmax(logits / self.temperature, dim=-1)
+        weights = logps.clone()
+        if self.top_k:
+            kth = torch.topk(weights, min(self.top_k, weights.size(-1)), dim=-1).values[:, -1:]
+            weights = weights.masked_fill(weights < kth, -torch.inf)
+        if self.top_p < 1.0:
+            ordered, order = weights.sort(dim=-1, descending=True)
+            drop = ordered.softmax(-1).cumsum(-1) - ordered.softmax(-1) > self.top_p
+            weights = weights.scatter(-1, order, ordered.masked_fill(drop, -torch.inf))
+        token = torch.multinomial(weights.softmax(dim=-1), 1)[:, 0]
+        return token, logps.gather(-1, token[:, None])[:, 0]
+
+    def _decode(
+        self, logits: torch.Tensor, max_new_tokens: int, device: torch.device
+    ) -> list[tuple[list[int], list[float]]]:
+        n = logits.size(0)
+        tokens: list[list[int]] = [[] for _ in range(n)]
+        logprobs: list[list[float]] = [[] for _ in range(n)]
+        live = torch.ones(n, dtype=torch.bool)
+        for step in range(max_new_tokens):
+            token, logp = self._sample(logits)
+            for row in live.nonzero()[:, 0].tolist():
+                tokens[row].append(int(token[row]))
+                logprobs[row].append(float(logp[row]))
+            live &= ~torch.isin(token, self.eos)
+            if not live.any() or step == max_new_tokens - 1:
+                break
+            # feed the sampled tokens of live rows (finished rows get a masked hole)
+            feed = torch.where(live, token, torch.full_like(token, self.pad_token_id))[:, None]
+            for row in live.nonzero()[:, 0].tolist():
+                self.fed[row].append(int(token[row]))
+            logits = self._forward(feed, live.long()[:, None], device)
+        return list(zip(tokens, logprobs, strict=True))
