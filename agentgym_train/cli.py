@@ -15,6 +15,8 @@ import gymnasium as gym
 
 import agentgym_envs
 
+REMOTE_ID = "AgentGym/Remote-v0"
+
 
 def _sizes(env: Any) -> str:
     base = env.unwrapped
@@ -28,6 +30,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 1
     rows = []
     for env_id in ids:
+        if env_id == REMOTE_ID:  # its tasks are those of whatever env a server serves
+            rows.append((env_id, "those of the served env", "-", "-"))
+            continue
         env = gym.make(env_id)
         base = env.unwrapped
         rows.append((env_id, _sizes(env), str(base.default_max_turns), base.action_format))
@@ -96,6 +101,25 @@ def cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    unknown = [env_id for env_id in args.env_ids if env_id not in gym.registry]
+    if unknown:
+        print(f"unknown env ids {unknown}; run `agentgym list`", file=sys.stderr)
+        return 2
+    try:  # FastAPI and uvicorn only here: the rest of the command line works on the core install
+        from agentgym_envs.remote.server import serve
+    except ImportError as error:
+        print(f"agentgym serve needs FastAPI and uvicorn ({error}): pip install 'agentgym-rl[server]'", file=sys.stderr)
+        return 1
+    options = {"token": args.token, "max_sessions": args.max_sessions, "ttl": args.ttl, "workers": args.workers}
+    try:
+        serve(args.env_ids, args.host, args.port, **options)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description="AgentGym-RL: text environments for LLM agents")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -114,6 +138,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-turns", type=int, default=None)
     p.add_argument("--delay", type=float, default=0.0, help="seconds between expert actions")
     p.set_defaults(func=cmd_play)
+
+    p = sub.add_parser("serve", help="serve env ids over HTTP, one protocol for all ([server] extra)")
+    p.add_argument("env_ids", nargs="+", metavar="ENV_ID", help="registered ids; the first is the default")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000, help="port (0: a free one, printed)")
+    p.add_argument("--token", default=None, help="bearer token every request must carry (default: $AGENTGYM_TOKEN)")
+    p.add_argument("--max-sessions", type=int, default=1024, help="sessions at once (429 past it)")
+    p.add_argument("--ttl", type=float, default=600.0, help="seconds before an idle session is closed (0: never)")
+    p.add_argument("--workers", type=int, default=16, help="threads for blocking env calls")
+    p.set_defaults(func=cmd_serve)
+
+    # Deep Search's retrieval server; fastapi/uvicorn are imported only when it runs ([server] extra).
+    from agentgym_envs.deepsearch import server as retrieval_server
+
+    p = sub.add_parser("retrieval-server", help="serve a Deep Search retriever over HTTP (Search-R1 protocol)")
+    retrieval_server.add_arguments(p)
+    p.set_defaults(func=retrieval_server.run)
+
+    # Training and evaluation; torch and TRL are imported only when they run ([train] extra).
+    from agentgym_train import commands
+
+    commands.add_subcommands(sub)
     return parser
 
 
