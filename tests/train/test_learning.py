@@ -38,10 +38,15 @@ def success(model, tokenizer) -> float:
     return result.success.mean
 
 
-def train(trainer_class: type[MultiTurnGRPOTrainer], model_dir: Path, output_dir: Path) -> tuple[float, float]:
+def train(
+    trainer_class: type[MultiTurnGRPOTrainer],
+    model_dir: Path,
+    output_dir: Path,
+    config_class: type = MultiTurnGRPOConfig,
+) -> tuple[float, float]:
     model, tokenizer = load_model(model_dir)
     before = success(model, tokenizer)
-    args = MultiTurnGRPOConfig(
+    args = config_class(
         output_dir=str(output_dir),
         env_id=toy_env.ENV_ID,
         max_turn_tokens=1,  # one-token replies: the task is which token to say after each cue
@@ -81,3 +86,11 @@ def test_a_flipped_advantage_sign_unlearns(toy_model: Path, tmp_path: Path) -> N
 def test_a_wrong_mask_does_not_learn(toy_model: Path, tmp_path: Path) -> None:
     before, after = train(WrongMask, toy_model, tmp_path)
     assert after < 0.5, f"trained on env tokens instead of replies: {before:.2f} -> {after:.2f}"
+
+
+@pytest.mark.slow
+def test_ppo_learns_the_toy_task(toy_model: Path, tmp_path: Path) -> None:
+    from agentgym_train.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
+
+    before, after = train(MultiTurnPPOTrainer, toy_model, tmp_path, MultiTurnPPOConfig)
+    assert after >= 0.8, f"PPO should learn the toy task: {before:.2f} -> {after:.2f}"
