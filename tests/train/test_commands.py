@@ -31,7 +31,7 @@ def test_the_demo_config_parses_into_pipeline_and_grpo_settings() -> None:
     assert "babyai_demo" in packaged_configs() and DEFAULT_CONFIG.is_file()
     pipeline, grpo = load_configs(DEFAULT_CONFIG, ["--max_steps", "7", "--max_turn_schedule", "4", "8"])
     assert grpo.max_steps == 7 and pipeline.max_turn_schedule == [4, 8]
-    assert grpo.env_id == BABYAI and grpo.env_kwargs == {"show_actions": False}
+    assert grpo.env_id == "AgentGym/BabyAI-GoToObj-v0" and grpo.env_kwargs == {"show_actions": False}
     assert grpo.num_generations == 8 and grpo.loss_type == "grpo" and grpo.beta > 0
 
 
