@@ -65,8 +65,12 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"no config file {args.config!r} and no packaged config of that name: {packaged_configs()}", file=sys.stderr
         )
         return 2
-    pipeline, grpo = load_configs(path, args.overrides)
-    run(pipeline, grpo)
+    try:
+        pipeline, trainer_args = load_configs(path, args.overrides)
+    except ValueError as error:  # a bad value in the config or an override
+        print(f"{path}: {error}", file=sys.stderr)
+        return 2
+    run(pipeline, trainer_args)
     return 0
 
 

@@ -15,17 +15,26 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgym_train.commands import DEFAULT_CONFIG
-from agentgym_train.grpo import MultiTurnGRPOConfig
+from transformers.trainer_callback import ProgressCallback
 
-__all__ = ["DEFAULT_CONFIG", "PipelineConfig", "load_configs", "run"]
+from agentgym_train.commands import DEFAULT_CONFIG
+from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
+from agentgym_train.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
+
+__all__ = ["ALGORITHMS", "DEFAULT_CONFIG", "PipelineConfig", "load_configs", "run"]
+
+ALGORITHMS = {"grpo": MultiTurnGRPOTrainer, "ppo": MultiTurnPPOTrainer}
 
 
 @dataclass
 class PipelineConfig:
-    """What happens around GRPO: which model, how much SFT, the max-turn schedule, the evaluation."""
+    """What happens around RL: which model, how much SFT, the max-turn schedule, the evaluation."""
 
     model: str = field(default="tiny", metadata={"help": "'tiny' builds a tiny model; else a model path or hub id."})
+    algorithm: str = field(
+        default="grpo",
+        metadata={"help": "'grpo' (MultiTurnGRPOTrainer) or 'ppo' (MultiTurnPPOTrainer: a value model, GAE)."},
+    )
     tiny_hidden_size: int = field(default=128, metadata={"help": "Tiny model width."})
     tiny_layers: int = field(default=3, metadata={"help": "Tiny model depth."})
     tiny_heads: int = field(default=4, metadata={"help": "Tiny model attention heads (KV heads: half)."})
@@ -47,17 +56,24 @@ class PipelineConfig:
     )
     torch_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads (None: torch's)."})
 
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {self.algorithm!r}")
+
 
 def load_configs(path: str | Path, overrides: list[str] | None = None) -> tuple[PipelineConfig, MultiTurnGRPOConfig]:
-    """Parse a YAML config (TRL-style: `TrlParser`) with `--key value` overrides."""
+    """Parse a YAML config (TRL-style: `TrlParser`) with `--key value` overrides.
+
+    The trainer settings parse as `MultiTurnPPOConfig`, whose value-model keys only `algorithm: ppo` reads.
+    """
     from trl import TrlParser
 
-    parser = TrlParser((PipelineConfig, MultiTurnGRPOConfig))
-    pipeline, grpo = parser.parse_args_and_config(args=["--config", str(path), *(overrides or [])])
-    return pipeline, grpo
+    parser = TrlParser((PipelineConfig, MultiTurnPPOConfig))
+    pipeline, trainer_args = parser.parse_args_and_config(args=["--config", str(path), *(overrides or [])])
+    return pipeline, trainer_args
 
 
-def _plot(log_history: list[dict[str, Any]], path: Path) -> None:
+def _plot(log_history: list[dict[str, Any]], path: Path, algorithm: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -81,11 +97,26 @@ def _plot(log_history: list[dict[str, Any]], path: Path) -> None:
             ax.plot(steps, smooth, linewidth=2)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    axes[-1].set_xlabel("GRPO step")
-    axes[0].set_title("Multi-turn GRPO (training episodes)")
+    axes[-1].set_xlabel(f"{algorithm.upper()} step")
+    axes[0].set_title(f"Multi-turn {algorithm.upper()} (training episodes)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+class EpisodeProgress(ProgressCallback):
+    """transformers' progress bar with the episodes' success, return and turns as its postfix, in
+    place of the full metrics dict it would write under the bar at every logging step."""
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if state.is_world_process_zero and self.training_bar is not None and logs and "episode/return" in logs:
+            self.training_bar.set_postfix(
+                success=f"{logs['episode/success']:.2f}",
+                ret=f"{logs['episode/return']:.2f}",
+                turns=f"{logs['episode/turns']:.1f}",
+                max_turns=int(logs.get("rollout/max_turns", 0)),
+                refresh=False,
+            )
 
 
 def _row(name: str, result: Any) -> str:
@@ -101,7 +132,6 @@ def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     import torch
 
     from agentgym_train.evaluate import evaluate_model, evaluate_random, paired_difference
-    from agentgym_train.grpo import MultiTurnGRPOTrainer
     from agentgym_train.scheduler import MaxTurnScheduler
     from agentgym_train.sft import expert_chats, run_sft
     from agentgym_train.tiny import TINY_MARKER, TinyModelConfig, build_tiny_model, count_parameters, load_model
@@ -202,19 +232,22 @@ def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
         print(_row("before RL", before), flush=True)
         stage("eval before", t0)
 
-    # 4. multi-turn GRPO with the max-turn scheduler
+    # 4. multi-turn RL (GRPO or PPO) with the max-turn scheduler
     t0 = time.perf_counter()
     scheduler = MaxTurnScheduler.stages(pipeline.max_turn_schedule, pipeline.max_turn_every)
-    trainer = MultiTurnGRPOTrainer(model, args, processing_class=tokenizer, callbacks=[scheduler])
+    trainer = ALGORITHMS[pipeline.algorithm](model, args, processing_class=tokenizer, callbacks=[scheduler])
+    if not args.disable_tqdm:
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(EpisodeProgress())
     trainer.train()
     trainer.engine.close()
     if trainer.is_world_process_zero():
         trainer.save_model(str(out / "rl-model"))
         tokenizer.save_pretrained(str(out / "rl-model"))
     log_history = trainer.state.log_history
-    _plot(log_history, out / "training.png")
+    _plot(log_history, out / "training.png", pipeline.algorithm)
     results["log_history"] = log_history
-    stage("grpo", t0)
+    stage(pipeline.algorithm, t0)
 
     # 5. after RL
     if pipeline.eval_tasks and before is not None and random is not None:

@@ -112,7 +112,8 @@ def run_sft(
         "max_length": None,
         "disable_tqdm": True,
         "bf16": torch.cuda.is_available(),
-        "gradient_checkpointing": False,
+        "activation_checkpointing": False,
+        "dataloader_pin_memory": torch.cuda.is_available(),
         **sft_kwargs,
     }
     args = SFTConfig(

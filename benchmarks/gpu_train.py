@@ -89,7 +89,7 @@ def main() -> None:
             logging_steps=1,
             report_to="none",
             save_strategy="no",
-            gradient_checkpointing=cuda,
+            activation_checkpointing=cuda,
             bf16=cuda,
             use_cpu=not cuda,
             disable_tqdm=True,

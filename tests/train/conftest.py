@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("trl")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # workers share the cores: one torch thread each, not one per core each
+    import torch
+
+    torch.set_num_threads(1)
 sys.path.insert(0, str(Path(__file__).parent))  # toy_env
 
 from train_helpers import BABYAI, ENV_KWARGS

@@ -51,8 +51,14 @@ def test_train_refuses_an_unknown_config(capsys: pytest.CaptureFixture) -> None:
     assert "babyai_demo" in capsys.readouterr().err
 
 
+def test_train_refuses_an_unknown_algorithm(capsys: pytest.CaptureFixture) -> None:
+    assert main(["train", "babyai_demo", "--algorithm", "a2c"]) == 2
+    assert "algorithm must be one of ['grpo', 'ppo']" in capsys.readouterr().err
+
+
 @pytest.mark.slow
-def test_a_short_pipeline_run_writes_results_and_a_plot(tmp_path: Path) -> None:
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_a_short_pipeline_run_writes_results_and_a_plot(tmp_path: Path, algorithm: str) -> None:
     overrides = [
         "--output_dir",
         str(tmp_path),
@@ -65,12 +71,15 @@ def test_a_short_pipeline_run_writes_results_and_a_plot(tmp_path: Path) -> None:
     ]
     overrides += ["--sft_steps", "3", "--max_steps", "2", "--max_turn_schedule", "2", "3", "--max_turn_every", "1"]
     overrides += ["--eval_tasks", "4", "--per_device_train_batch_size", "8", "--num_generations", "4"]
+    overrides += ["--algorithm", algorithm, "--torch_threads", "1"]
     assert main(["train", "babyai_demo", *overrides]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["before"]["success"]["n"] == 4 and results["after"]["success"]["n"] == 4
     assert [r["rollout/max_turns"] for r in results["log_history"] if "rollout/max_turns" in r] == [2, 3]
     assert (tmp_path / "training.png").stat().st_size > 10_000
     assert (tmp_path / "rl-model" / "model.safetensors").is_file()
+    if algorithm == "ppo":
+        assert any("value/loss" in row for row in results["log_history"])
 
 
 @pytest.mark.slow

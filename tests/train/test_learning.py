@@ -58,7 +58,7 @@ def train(
         logging_steps=10,
         report_to="none",
         save_strategy="no",
-        gradient_checkpointing=False,
+        activation_checkpointing=False,
         disable_tqdm=True,
         dataloader_pin_memory=False,
         seed=0,

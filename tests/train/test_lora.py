@@ -29,7 +29,7 @@ def test_lora_trains_the_adapter_only(toy_model: Path, tmp_path: Path) -> None:
         report_to="none",
         save_strategy="no",
         logging_steps=1,
-        gradient_checkpointing=False,
+        activation_checkpointing=False,
         disable_tqdm=True,
         dataloader_pin_memory=False,
     )

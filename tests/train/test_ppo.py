@@ -25,7 +25,7 @@ def test_ppo_gives_token_level_advantages_and_fits_its_value_model(toy_model: Pa
         logging_steps=1,
         report_to="none",
         save_strategy="no",
-        gradient_checkpointing=False,
+        activation_checkpointing=False,
         disable_tqdm=True,
         dataloader_pin_memory=False,
     )

@@ -26,7 +26,7 @@ def grpo_args(output_dir: Path, **overrides: Any) -> Any:
         "logging_steps": 1,
         "report_to": "none",
         "save_strategy": "no",
-        "gradient_checkpointing": False,
+        "activation_checkpointing": False,
         "disable_tqdm": True,
         "seed": 0,
         **overrides,
