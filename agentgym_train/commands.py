@@ -27,8 +27,12 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("overrides", nargs=argparse.REMAINDER, help="--key value pairs that override the config")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("eval", help="success / return / turns of a model (or a random policy) on a split")
-    p.add_argument("model", help="model path or hub id, or 'random' for a uniformly random policy")
+    p = sub.add_parser(
+        "eval", help="success / return / turns of a model, an OpenAI-compatible endpoint or a random policy on a split"
+    )
+    p.add_argument(
+        "model", help="model path or hub id; with --base-url the endpoint's model name; 'random': a random policy"
+    )
     p.add_argument("env_id")
     p.add_argument("--split", default="test")
     p.add_argument("--tasks", type=int, default=100, help="first N tasks of the split (0: all)")
@@ -41,6 +45,10 @@ def add_subcommands(sub: Any) -> None:
         "--env-kwargs", default=None, help="JSON keyword arguments for gym.make, e.g. '{\"show_actions\": false}'"
     )
     p.add_argument("--actions", default=None, help="comma-separated action set of the random policy")
+    p.add_argument("--base-url", default=None, help="an OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--api-key", default=None, help="bearer token for --base-url (default: $OPENAI_API_KEY)")
+    p.add_argument("--max-tokens", type=int, default=512, help="most tokens per reply from --base-url")
+    p.add_argument("--workers", type=int, default=8, help="episodes played at once against --base-url")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the results (with every episode) here")
     p.set_defaults(func=cmd_eval)
@@ -91,7 +99,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.env_id not in gym.registry:
         print(f"unknown env id {args.env_id!r}; run `agentgym list`", file=sys.stderr)
         return 2
-    if args.model == "random":
+    if args.base_url:
+        from agentgym_train.endpoint import ChatEndpoint, EndpointError, evaluate_endpoint
+
+        endpoint = ChatEndpoint(args.base_url, args.model, args.api_key, args.temperature, args.max_tokens)
+        try:
+            result = evaluate_endpoint(endpoint, args.env_id, workers=args.workers, **common)
+        except EndpointError as error:
+            print(error, file=sys.stderr)
+            return 1
+    elif args.model == "random":
         from agentgym_train.evaluate import evaluate_random
 
         actions = [a.strip() for a in args.actions.split(",")] if args.actions else None

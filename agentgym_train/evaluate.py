@@ -19,7 +19,6 @@ from typing import Any
 import gymnasium as gym
 
 from agentgym_train.rollout import Episode, RolloutEngine, Task
-from agentgym_train.sampler import CachedSampler
 from agentgym_wrappers import MultiTurnWrapper
 
 Z95 = 1.959964
@@ -129,6 +128,20 @@ def _row(episode: Episode) -> dict[str, Any]:
     }
 
 
+def episode_row(task_id: str, info: dict[str, Any]) -> dict[str, Any]:
+    """An evaluation row from the final `info` of a `MultiTurnWrapper` episode."""
+    stats = info["episode"]
+    return {
+        "task_id": task_id,
+        "category": info.get("category"),
+        "success": float(stats["success"]),
+        "return": stats["return"],
+        "turns": stats["turns"],
+        "truncated": stats["truncated"],
+        "invalid_replies": stats["invalid_replies"],
+    }
+
+
 def split_tasks(
     env_id: str, split: str = "test", num_tasks: int | None = None, env_kwargs: dict | None = None
 ) -> list[str]:
@@ -164,6 +177,8 @@ def evaluate_model(
     """Play `episodes_per_task` episodes of each of the first `num_tasks` tasks of `split` with the model."""
     import torch
     from tqdm.auto import tqdm
+
+    from agentgym_train.sampler import CachedSampler
 
     task_ids = split_tasks(env_id, split, num_tasks, env_kwargs)
     tasks = [Task(env_id, t, split, seed + k) for t in task_ids for k in range(episodes_per_task)]
@@ -220,18 +235,7 @@ def evaluate_random(
                 _, _, terminated, truncated, info = env.step(f"Action: {choice}" if parse_line else choice)
                 if terminated or truncated:
                     break
-            stats = info["episode"]
-            rows.append(
-                {
-                    "task_id": task_id,
-                    "category": info.get("category"),
-                    "success": float(stats["success"]),
-                    "return": stats["return"],
-                    "turns": stats["turns"],
-                    "truncated": stats["truncated"],
-                    "invalid_replies": stats["invalid_replies"],
-                }
-            )
+            rows.append(episode_row(task_id, info))
     env.close()
     return summarize_episodes(rows)
 

@@ -1,0 +1,169 @@
+"""An OpenAI-compatible chat endpoint as a policy, and evaluation through it.
+
+Any server that speaks `POST {base_url}/chat/completions` (OpenAI, vLLM's and SGLang's servers,
+llama.cpp, ...) can play the envs: each turn the whole conversation that `MultiTurnWrapper` keeps
+is sent, and the reply text is the agent's move. Text in, text out: this path re-tokenizes on the
+server and is for evaluation only; training uses the token path of `agentgym_train.rollout`.
+Only the standard library is used, so `agentgym eval --base-url` works on the core install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import gymnasium as gym
+
+from agentgym_train.evaluate import EvalResult, episode_row, split_tasks, summarize_episodes
+from agentgym_wrappers import MultiTurnWrapper
+
+RETRY_STATUSES = {429, 500, 502, 503, 504}
+
+
+class EndpointError(RuntimeError):
+    """The endpoint refused a request, answered something unreadable, or could not be reached."""
+
+
+class ChatEndpoint:
+    """A chat-completions endpoint: `endpoint(messages) -> reply text`.
+
+    Args:
+        base_url: The API root, e.g. `http://127.0.0.1:8000/v1` or `https://api.openai.com/v1`.
+        model: The `model` field of each request.
+        api_key: Sent as a bearer token; default `$OPENAI_API_KEY` (none when unset).
+        temperature, max_tokens: Sampling settings of each request.
+        timeout: Seconds to wait for one answer.
+        retries: Extra attempts on a connection error, 429 or 5xx, with exponential backoff.
+
+    Example:
+        >>> endpoint = ChatEndpoint("http://127.0.0.1:8000/v1", "Qwen2.5-7B-Instruct")  # doctest: +SKIP
+        >>> endpoint([{"role": "user", "content": "Say hi"}])  # doctest: +SKIP
+        'Hi!'
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        temperature: float = 1.0,
+        max_tokens: int = 512,
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+    ):
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+
+    def __call__(self, messages: list[dict[str, str]]) -> str:
+        body = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        data = json.dumps(body).encode()
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    return self._reply(response.read())
+            except urllib.error.HTTPError as error:
+                detail = error.read().decode(errors="replace")[:500]
+                if error.code not in RETRY_STATUSES or last:
+                    raise EndpointError(f"{self.url} answered {error.code}: {detail}") from None
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+                if last:
+                    raise EndpointError(f"no answer from {self.url} ({self.retries + 1} attempts): {error}") from None
+            time.sleep(self.backoff * 2**attempt)
+        raise AssertionError("the loop returns or raises")
+
+    def _reply(self, raw: bytes) -> str:
+        try:
+            return json.loads(raw)["choices"][0]["message"]["content"] or ""
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise EndpointError(f"{self.url} answered without choices[0].message.content: {raw[:300]!r}") from None
+
+
+def evaluate_endpoint(
+    endpoint: ChatEndpoint,
+    env_id: str,
+    *,
+    split: str = "test",
+    num_tasks: int | None = 100,
+    episodes_per_task: int = 1,
+    max_turns: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    seed: int = 0,
+    workers: int = 8,
+    progress: bool = True,
+) -> EvalResult:
+    """Play `episodes_per_task` episodes of the first `num_tasks` tasks of `split` through `endpoint`.
+
+    Episodes run concurrently on `workers` threads (the endpoint is the bottleneck), each thread with
+    its own env; rows come back in task order.
+    """
+    jobs = [(t, seed + k) for t in split_tasks(env_id, split, num_tasks, env_kwargs) for k in range(episodes_per_task)]
+    local = threading.local()
+    envs: list[MultiTurnWrapper] = []
+    lock = threading.Lock()
+
+    def play(job: tuple[str, int]) -> dict[str, Any]:
+        if not hasattr(local, "env"):
+            local.env = MultiTurnWrapper(gym.make(env_id, **(env_kwargs or {})), max_turns=max_turns)
+            with lock:
+                envs.append(local.env)
+        env, (task_id, episode_seed) = local.env, job
+        env.reset(seed=episode_seed, options={"split": split, "task_id": task_id})
+        while True:
+            _, _, terminated, truncated, info = env.step(endpoint(env.messages))
+            if terminated or truncated:
+                bar.update(1)
+                return episode_row(task_id, info)
+
+    try:
+        with (
+            _progress_bar(len(jobs), f"eval {endpoint.model}", progress) as bar,
+            ThreadPoolExecutor(max_workers=max(1, workers)) as pool,
+        ):
+            rows = list(pool.map(play, jobs))
+    finally:
+        for env in envs:
+            env.close()
+    return summarize_episodes(rows)
+
+
+class _NoBar:
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: int = 1) -> None:
+        return None
+
+
+def _progress_bar(total: int, desc: str, enabled: bool) -> Any:
+    """tqdm's bar where tqdm is installed (the core install may lack it), else none."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _NoBar()
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=False)

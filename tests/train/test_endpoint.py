@@ -1,0 +1,140 @@
+"""Evaluation through an OpenAI-compatible chat endpoint, against a chat server on loopback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from train_helpers import BABYAI, ENV_KWARGS
+
+from agentgym_train.cli import main
+from agentgym_train.endpoint import ChatEndpoint, EndpointError, evaluate_endpoint
+from agentgym_train.evaluate import evaluate_random
+
+
+class ChatServer(ThreadingHTTPServer):
+    """Answers `POST /v1/chat/completions` with `reply`, after `failures` answers of `fail_status`."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), ChatHandler)
+        self.requests: list[dict[str, Any]] = []
+        self.reply = "The ball may be ahead.\nAction: move forward"
+        self.failures = 0
+        self.fail_status = 503
+        self.body: bytes | None = None
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class ChatHandler(BaseHTTPRequestHandler):
+    server: ChatServer
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.server.lock:
+            self.server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+            failing = self.server.failures > 0
+            self.server.failures -= failing
+        if failing:
+            message = "bad key" if self.server.fail_status == 401 else "busy"
+            self._send(self.server.fail_status, {"error": {"message": message}})
+        elif self.server.body is not None:
+            self._send(200, raw=self.server.body)
+        else:
+            self._send(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": self.server.reply}}]})
+
+    def _send(self, status: int, payload: Any = None, raw: bytes | None = None) -> None:
+        data = raw if raw is not None else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:  # keep the test output clean
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[ChatServer]:
+    chat = ChatServer()
+    thread = threading.Thread(target=chat.serve_forever, daemon=True)
+    thread.start()
+    yield chat
+    chat.shutdown()
+    chat.server_close()
+
+
+def test_endpoint_play_matches_the_same_policy_played_in_process(server: ChatServer) -> None:
+    endpoint = ChatEndpoint(server.url, "tiny-chat", api_key="k", temperature=0.5, max_tokens=64)
+    common = {"num_tasks": 12, "max_turns": 5, "env_kwargs": ENV_KWARGS, "seed": 3}
+    remote = evaluate_endpoint(endpoint, BABYAI, workers=4, progress=False, **common)
+    local = evaluate_random(BABYAI, actions=["move forward"], **common)
+    keys = ("task_id", "success", "return", "turns", "invalid_replies")
+    assert [[r[k] for k in keys] for r in remote.episodes] == [[r[k] for k in keys] for r in local.episodes]
+    assert 0 < remote.success.mean < 1  # moving forward solves some tasks and not others
+
+    assert len(server.requests) == sum(r["turns"] for r in remote.episodes)
+    first = server.requests[0]
+    assert first["path"] == "/v1/chat/completions" and first["auth"] == "Bearer k"
+    assert (first["model"], first["temperature"], first["max_tokens"]) == ("tiny-chat", 0.5, 64)
+    # later turns carry the whole conversation: system, then user/assistant turns, ending on the env
+    longest = max(server.requests, key=lambda r: len(r["messages"]))
+    roles = [m["role"] for m in longest["messages"]]
+    assert roles[0] == "system" and roles[-1] == "user" and len(roles) >= 5
+    assert roles[1:] == ["user", "assistant"] * (len(roles) // 2 - 1) + ["user"]
+    assert all(m["content"] == server.reply for m in longest["messages"] if m["role"] == "assistant")
+
+
+def test_busy_answers_are_retried(server: ChatServer) -> None:
+    server.failures = 2
+    assert ChatEndpoint(server.url, "m", backoff=0)([{"role": "user", "content": "hi"}]) == server.reply
+    assert len(server.requests) == 3
+
+
+def test_a_refusal_is_a_clear_error_without_retries(server: ChatServer) -> None:
+    server.failures, server.fail_status = 5, 401
+    with pytest.raises(EndpointError, match=r"401.*bad key"):
+        ChatEndpoint(server.url, "m", backoff=0)([{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1
+
+
+def test_an_unreadable_answer_is_a_clear_error(server: ChatServer) -> None:
+    server.body = b'{"object": "error"}'
+    with pytest.raises(EndpointError, match=r"without choices\[0\]\.message\.content"):
+        ChatEndpoint(server.url, "m", backoff=0)([{"role": "user", "content": "hi"}])
+
+
+def test_no_server_is_a_clear_error_after_the_retries(server: ChatServer) -> None:
+    url = server.url
+    server.shutdown()
+    server.server_close()
+    with pytest.raises(EndpointError, match=r"no answer from .*\(3 attempts\)"):
+        ChatEndpoint(url, "m", retries=2, backoff=0)([{"role": "user", "content": "hi"}])
+
+
+def test_eval_command_against_an_endpoint(server: ChatServer, capsys: pytest.CaptureFixture) -> None:
+    args = ["eval", "tiny-chat", BABYAI, "--base-url", server.url, "--tasks", "4", "--max-turns", "3"]
+    assert main([*args, "--env-kwargs", json.dumps(ENV_KWARGS), "--workers", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "tiny-chat on AgentGym/BabyAI-GoToLocal-v0" in printed and "success" in printed
+    assert 4 <= len(server.requests) <= 4 * 3  # at least one turn per task, at most three
+
+    server.failures, server.fail_status = 1, 401
+    assert main([*args, "--tasks", "1"]) == 1
+    assert "401" in capsys.readouterr().err
+
+
+def test_the_endpoint_path_needs_no_torch() -> None:
+    code = "import sys, agentgym_train.endpoint; print(sorted({'torch', 'trl', 'transformers'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
