@@ -268,7 +268,9 @@ class ScienceWorldJVM:
         try:
             self._socket.sendall(command.encode("utf-8", "replace"))
             answer = self._reader.readline().decode("utf-8")
-        except OSError as error:  # a reset connection or a timeout
+        except TimeoutError as error:
+            raise self._failure(name, args, timed_out=True) from error
+        except OSError as error:  # a reset connection
             raise self._failure(name, args) from error
         if not answer:
             raise self._failure(name, args)
@@ -293,15 +295,22 @@ class ScienceWorldJVM:
         shown = ", ".join(repr(a)[:60] for a in args)
         raise SciWorldBackendError(f"ScienceWorld raised {message} in {name}({shown}); call reset() to start over")
 
-    def _failure(self, name: str, args: tuple) -> SciWorldBackendError:
+    def _failure(self, name: str, args: tuple, timed_out: bool = False) -> SciWorldBackendError:
         """Describe why the connection failed; a JVM that still runs has hung and is killed."""
         assert self._process is not None
         process = self._process
         shown = ", ".join(repr(a)[:60] for a in args)
+        if not timed_out:  # the socket closes while a killed JVM is still exiting: let it finish
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
         if process.poll() is None:
             process.kill()
             process.wait()
-            what = f"did not answer {name}({shown}) within {self.timeout_s:g} s and was killed"
+            what = (
+                f"did not answer {name}({shown}) within {self.timeout_s:g} s and was killed"
+                if timed_out
+                else f"closed its connection during {name}({shown}) and was killed"
+            )
         else:
             what = f"died during {name}({shown}) with exit status {process.returncode}"
         tail = self._stderr_tail()

@@ -215,6 +215,21 @@ def test_a_killed_jvm_is_reported_and_reset_starts_a_fresh_one() -> None:
     env.close()
 
 
+def test_a_hung_jvm_is_killed_after_the_timeout_and_reset_starts_a_fresh_one() -> None:
+    env = make(timeout_s=3.0)
+    env.reset(options={"task_id": "boil/21"})
+    pid = env.jvm_pid
+    os.kill(pid, signal.SIGSTOP)  # alive, holding its connection, answering nothing
+    started = time.monotonic()
+    hung = rf"JVM \(pid {pid}\) did not answer step.* within 3 s and was killed"
+    with pytest.raises(SciWorldBackendError, match=hung):
+        env.step("look around")
+    assert 2.5 < time.monotonic() - started < 30 and _gone(pid)
+    env.reset(options={"task_id": "boil/21"})
+    assert env.jvm_pid not in (None, pid) and env.step("open door to kitchen")[4]["valid_action"]
+    env.close()
+
+
 def test_close_is_idempotent_and_ends_the_jvm(capfd: pytest.CaptureFixture[str], monkeypatch) -> None:
     monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Dagentgym.test=1")  # Java announces it on stderr
     unused = make()
