@@ -41,10 +41,10 @@ class ChatEndpoint:
         timeout: Seconds to wait for one answer.
         retries: Extra attempts on a connection error, 429 or 5xx, with exponential backoff.
 
-    Example:
-        >>> endpoint = ChatEndpoint("http://127.0.0.1:8000/v1", "Qwen2.5-7B-Instruct")  # doctest: +SKIP
-        >>> endpoint([{"role": "user", "content": "Say hi"}])  # doctest: +SKIP
-        'Hi!'
+    Example (against a running server, so not a doctest)::
+
+        endpoint = ChatEndpoint("http://127.0.0.1:8000/v1", "Qwen2.5-7B-Instruct")
+        endpoint([{"role": "user", "content": "Say hi"}])  # -> "Hi!"
     """
 
     def __init__(
