@@ -196,37 +196,33 @@ def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
         model, tokenizer = load_model(model_path)
         stage("sft", t0)
 
+    # the same held-out episodes for the random policy, before RL and after RL
+    episodes = {
+        "split": pipeline.eval_split,
+        "num_tasks": pipeline.eval_tasks,
+        "episodes_per_task": pipeline.eval_episodes_per_task,
+        "max_turns": horizon,
+        "env_kwargs": env_kwargs,
+        "seed": args.seed,
+    }
+
     def evaluate(description: str) -> Any:
         return evaluate_model(
             model,
             tokenizer,
             args.env_id,
-            split=pipeline.eval_split,
-            num_tasks=pipeline.eval_tasks,
-            episodes_per_task=pipeline.eval_episodes_per_task,
-            max_turns=horizon,
             max_completion_length=args.max_completion_length,
             max_turn_tokens=args.max_turn_tokens,
             temperature=pipeline.eval_temperature,
-            env_kwargs=env_kwargs,
-            seed=args.seed,
             description=description,
+            **episodes,
         )
 
     # 3. before RL, and the random policy under the same max turns
     before = random = None
     if pipeline.eval_tasks:
         t0 = time.perf_counter()
-        random = evaluate_random(
-            args.env_id,
-            split=pipeline.eval_split,
-            num_tasks=pipeline.eval_tasks,
-            episodes_per_task=pipeline.eval_episodes_per_task,
-            max_turns=horizon,
-            actions=pipeline.random_actions,
-            env_kwargs=env_kwargs,
-            seed=args.seed,
-        )
+        random = evaluate_random(args.env_id, actions=pipeline.random_actions, **episodes)
         before = evaluate("eval before RL")
         print(_row("random policy", random), flush=True)
         print(_row("before RL", before), flush=True)
