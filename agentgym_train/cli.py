@@ -160,6 +160,19 @@ def build_parser() -> argparse.ArgumentParser:
     from agentgym_train import commands
 
     commands.add_subcommands(sub)
+
+    from agentgym_train import bench, doctor
+
+    p = sub.add_parser(
+        "doctor",
+        help="what is installed (Java, Chromium, torch and its device, extras), what each scenario needs, the fixes",
+    )
+    doctor.add_arguments(p)
+    p.set_defaults(func=doctor.run)
+
+    p = sub.add_parser("bench", help="run the speed benchmarks under benchmarks/; one table of ratios to baselines")
+    bench.add_arguments(p)
+    p.set_defaults(func=bench.run)
     return parser
 
 

@@ -181,7 +181,10 @@ def main() -> None:
     parser.add_argument("--server-core", type=int, default=0)
     parser.add_argument("--client-core", type=int, default=1)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "remote_speed.json"))
+    parser.add_argument("--quick", action="store_true", help="1 and 8 clients, 0.5 s each (agentgym bench --quick)")
     args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.clients = 0.5, [1, 8]
     env_ids = [env_id for env_id in ACTIONS if env_id in gym.registry]
     missing = sorted(set(ACTIONS) - set(env_ids))
     if missing:
@@ -217,8 +220,27 @@ def main() -> None:
                 f"{run['p99_ms']:>12.2f}{run['server_cpu_ms_per_step']:>12.3f}{ratio:>12}"
             )
     print("\n".join(results["verdicts"]))
+    results["summary"] = summary(results)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
+
+
+def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The headlines for `agentgym bench`: per env and client count, the better mode's steps/s over AgentGym's."""
+    rows = []
+    for env_id, r in results["envs"].items():
+        for clients in sorted({run["clients"] for run in r["runs"] if "ratio_vs_agentgym" in run}):
+            best = max((run for run in r["runs"] if run["clients"] == clients), key=lambda run: run["steps_per_s"])
+            rows.append(
+                {
+                    "measure": f"{env_id.removeprefix('AgentGym/')} steps/s, {clients} clients ({best['mode']})",
+                    "ratio": best["ratio_vs_agentgym"],
+                    "baseline": "AgentGym's server (BASELINES.md)",
+                    "target": ">= 3x" if clients == 32 else None,
+                    "met": best["ratio_vs_agentgym"] >= 3 if clients == 32 else None,
+                }
+            )
+    return rows
 
 
 if __name__ == "__main__":

@@ -165,7 +165,10 @@ def main() -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--episodes", type=int, default=2, help="episodes per env")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "webarena_speed.json"))
+    parser.add_argument("--quick", action="store_true", help="1 and 2 envs, 1 episode (agentgym bench --quick)")
     args = parser.parse_args()
+    if args.quick:
+        args.envs, args.episodes = [1, 2], 1
 
     raw = measure_raw()
     runs = [measure_envs(n, args.episodes) for n in args.envs]
@@ -192,8 +195,37 @@ def main() -> None:
         f"reference): step {BROWSERGYM['step_s']} s, reset {BROWSERGYM['reset_s']} s"
     )
     results = {"raw": raw, "runs": runs, "browsergym_reference": BROWSERGYM}
+    results["summary"] = summary(results)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
+
+
+def summary(results: dict) -> list[dict]:
+    """The headlines for `agentgym bench`: step time against bare Playwright, browser memory against one
+    browser per env, with the targets."""
+    rows = []
+    for run in results["runs"]:
+        n = run["envs"]
+        rows.append(
+            {
+                "measure": f"step, {n} envs ({run['step_median_s']:.3f} s median)",
+                "ratio": 1 / run["step_vs_raw"],
+                "baseline": "bare Playwright click + snapshot",
+                "target": "<= 0.25 s",
+                "met": run["step_median_s"] <= 0.25,
+            }
+        )
+        per_env = run["pss_per_extra_env_mb"]
+        rows.append(
+            {
+                "measure": f"browser memory, {n} envs" + (f" (+{per_env:.0f} MB/env)" if per_env is not None else ""),
+                "ratio": 1 / run["memory_vs_browser_per_env"],
+                "baseline": "one browser per env",
+                "target": "<= 150 MB per extra env" if per_env is not None else None,
+                "met": per_env <= 150 if per_env is not None else None,
+            }
+        )
+    return rows
 
 
 if __name__ == "__main__":
