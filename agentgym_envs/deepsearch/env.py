@@ -13,8 +13,8 @@ from agentgym_envs.deepsearch.retrieval import Retriever, format_information, op
 from agentgym_envs.deepsearch.scoring import exact_match, f1_score
 from agentgym_envs.deepsearch.synthetic import BLOCK_DOCS, Question
 
-# The first complete element decides, as in Search-R1 and the `tags` parser of agentgym_wrappers.
-_ELEMENT = re.compile(r"<(?P<tag>search|answer)>(?P<body>.*?)</(?P=tag)>", re.IGNORECASE | re.DOTALL)
+# Opening and closing tags, in any ASCII letter case (the long s or the Kelvin sign spell no tag).
+_TAG = re.compile(r"<(?P<close>/?)(?P<kind>[sS][eE][aA][rR][cC][hH]|[aA][nN][sS][wW][eE][rR])>")
 _NO_ACTION = (
     "Invalid action: your reply holds no complete <search> ... </search> or <answer> ... </answer>. "
     "To search, put a query between <search> and </search>; to give your final answer, put it between "
@@ -23,12 +23,40 @@ _NO_ACTION = (
 _RETRY = "Sorry, your answer is incorrect. Please try again."
 
 
+def first_element(reply: str) -> tuple[str, str] | None:
+    """The kind ("search" or "answer") and raw body of the first complete element of `reply`, or None.
+
+    The first complete element is the one whose opening tag comes first among those closed later by
+    a tag of the same kind; its body ends at the first such closing tag (as in Search-R1 and the
+    `tags` parser of agentgym_wrappers). One pass over the tags: linear in the length of `reply`.
+    """
+    opened: dict[str, tuple[int, int]] = {}  # kind -> (start, end) of its first opening tag
+    closed: dict[str, int] = {}  # kind -> start of the first closing tag after that opening
+    for tag in _TAG.finditer(reply):
+        kind = tag["kind"].lower()
+        if not tag["close"]:
+            opened.setdefault(kind, tag.span())
+        elif kind in opened and kind not in closed:
+            closed[kind] = tag.start()
+            start = opened[kind][0]
+            # Done unless an element that opened earlier may still close.
+            if all(other in closed or opened[other][0] >= start for other in opened):
+                break
+    if not closed:
+        return None
+    kind = min(closed, key=lambda k: opened[k][0])
+    return kind, reply[opened[kind][1] : closed[kind]]
+
+
 def parse_reply(reply: str, max_query_chars: int) -> tuple[str, str] | str:
-    """("search" | "answer", text) for the first complete element of `reply`, or why it is invalid."""
-    match = _ELEMENT.search(reply)
-    if match is None:
+    """("search" | "answer", text) for the first complete element of `reply`, or why it is invalid.
+
+    Linear in the length of `reply`, whatever it holds.
+    """
+    element = first_element(reply)
+    if element is None:
         return _NO_ACTION
-    kind, body = match["tag"].lower(), " ".join(match["body"].split())
+    kind, body = element[0], " ".join(element[1].split())
     if kind == "search":
         if not body:
             return (

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from agentgym_envs.deepsearch.env import DeepSearchEnv, parse_reply
+from agentgym_envs.deepsearch.env import DeepSearchEnv, first_element, parse_reply
 from agentgym_envs.deepsearch.expert import DeepSearchExpert, retrieved
 from agentgym_envs.deepsearch.scoring import exact_match, f1_score, normalize_answer
 from agentgym_wrappers import MultiTurnWrapper
@@ -69,6 +72,51 @@ def test_reply_parsing_takes_the_first_complete_element() -> None:
     assert parse_reply("<search> unclosed <answer> Lima </answer>", 300) == ("answer", "Lima")
 
 
+def test_tags_are_ascii_in_any_case_and_nest_as_in_search_r1() -> None:
+    assert first_element("<Search>a</sEaRcH>") == ("search", "a")
+    assert first_element("<search><answer>x</answer></search>") == ("search", "<answer>x</answer>")
+    assert first_element("<answer> a <search> b </answer> </search>") == ("answer", " a <search> b ")
+    assert first_element("</search><search>late</search>") == ("search", "late")
+    assert first_element("<\u017fearch>x</\u017fearch>") is None  # long s: no tag (the old regex took it)
+    assert first_element("<search>") is None and first_element("") is None
+
+
+# Adversarial replies of about `n` characters: each made the old regex search quadratic, or probes the new one.
+_ADVERSARIAL: dict[str, Callable[[int], str]] = {
+    "unclosed search tags": lambda n: "<search>" * (n // 8),
+    "unclosed tags of both kinds": lambda n: "<search><answer>" * (n // 16),
+    "opening tags, then the other kind closes": lambda n: "<search>" * (n // 8) + "</answer>",
+    "nested, closed at the end": lambda n: "<search><answer>" * (n // 16) + "</search>",
+    "'<' flood": lambda n: "<" * n,
+    "tag prefixes": lambda n: "<searc</answe" * (n // 13),
+    "closing tags only": lambda n: "</search></answer>" * (n // 18),
+    "one long query": lambda n: "<search>" + "word " * (n // 5) + "</search>",
+}
+
+
+def _parse_seconds(*replies: str, repeats: int = 7) -> list[float]:
+    """The best of `repeats` timings of `parse_reply` on each reply, measured in turns (fair under load)."""
+    best = [float("inf")] * len(replies)
+    for _ in range(repeats):
+        for i, reply in enumerate(replies):
+            started = time.perf_counter()
+            parse_reply(reply, 300)
+            best[i] = min(best[i], time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("make", list(_ADVERSARIAL.values()), ids=list(_ADVERSARIAL))
+def test_reply_parsing_is_linear(make: Callable[[int], str]) -> None:
+    """The old regex took 11.8 s on 128k unclosed '<search>' characters (0.2 s on 16k): quadratic."""
+    n = 1 << 18
+    (small,) = _parse_seconds(make(n), repeats=1)
+    assert small < 0.5, f"{small:.2f} s on {n:,} characters: not linear"
+    small, double = _parse_seconds(make(n), make(2 * n))
+    assert double <= 3 * small + 2e-3, f"{small * 1e3:.1f} ms on {n:,} characters, {double * 1e3:.1f} ms on twice that"
+    (megabyte,) = _parse_seconds(make(1 << 20), repeats=1)
+    assert megabyte < 1.0, f"{megabyte:.2f} s on 1 MB"
+
+
 @pytest.mark.parametrize(
     ("reply", "reason"),
     [
@@ -87,6 +135,67 @@ def test_invalid_forms_are_explained_and_cost_nothing(env: DeepSearchEnv, reply:
     assert reason in observation
     assert info["valid_action"] is False and reward == 0 and not terminated and not truncated
     assert info["score"] == 0 and not info["success"]
+
+
+# ---- hostile replies ----------------------------------------------------------------------------------
+_HOSTILE = [
+    "9" * 5_000,  # longer than Python's int-parsing limit
+    "<answer>" + "9" * 5_000 + "</answer>",
+    "<search>" + "9" * 5_000 + "</search>",
+    "<search> 1e309 -0 NaN 340282366920938463463374607431768211457 </search>",
+    "\ud800",
+    "<search> \udfff capital \ud800 </search>",  # lone surrogates in a query
+    "<answer> \ud800 </answer>",
+    "<search>\x00\x07\x1b[2J\r</search>",
+    "".join(chr(c) for c in range(32)),
+    "<search> \u202e\ufeff\u0130 \U0010ffff \uffff </search>",
+    "x" * 1_000_000,
+    "<search>" * 125_000,
+    "<" * 1_000_000,
+    "<search>" + "word " * 200_000 + "</search>",
+    "<search><answer><search>nested</search></answer></search>",
+    "<answer><search></search></answer>",
+    "</search></answer><search",
+    "<SEARCH>\tcapital\n</search>",
+]
+
+
+def _hostile_generated(count: int, seed: int = 11) -> list[str]:
+    """Seeded mixes of tags, surrogates, control characters, huge numbers and noise."""
+    rng = random.Random(seed)
+    parts = ["<search>", "</search>", "<answer>", "</answer>", "<", ">", "/", "\ud800", "\udc00", "\x00", "\x1b",
+             "\n", " ", "9" * 4_400, "capital", "-1", "\u0130", "🙂", "<Search>", "</ANSWER>"]  # fmt: skip
+    return ["".join(rng.choice(parts) for _ in range(rng.randint(1, 12))) for _ in range(count)]
+
+
+def test_hostile_replies_are_observations_never_exceptions(env: DeepSearchEnv) -> None:
+    answered = 0
+    env.reset(options={"task_id": "test/00003"})
+    for reply in _HOSTILE + _hostile_generated(400):
+        observation, reward, terminated, truncated, info = env.step(reply)
+        assert isinstance(observation, str) and len(observation) < 10_000  # bounded, whatever came in
+        assert isinstance(info["valid_action"], bool) and 0 <= info["score"] <= 1 and not truncated
+        if not info["valid_action"]:
+            assert observation.startswith("Invalid action:") and reward == 0 and not terminated
+        answered += terminated
+        if terminated:
+            env.reset(options={"task_id": "test/00003"})
+    assert answered > 10  # answers with odd text were scored, not refused
+
+
+@pytest.mark.parametrize(
+    ("reply", "start"),
+    [
+        ("<search>" * 125_000, "Invalid action: your reply holds no complete"),
+        ("<search>" + "word " * 200_000 + "</search>", "Invalid action: the search query has 999,999 characters"),
+        ("<answer>" + "9" * 5_000 + "</answer>", "Your answer '999"),
+        ("<search> \udfff\x00 </search>", "<information>No document matches this query.</information>"),
+    ],
+    ids=["1 MB of unclosed tags", "1 MB query", "5,000-digit answer", "lone surrogate query"],
+)
+def test_hostile_replies_are_answered_as_expected(env: DeepSearchEnv, reply: str, start: str) -> None:
+    env.reset(options={"task_id": "test/00003"})
+    assert env.step(reply)[0].startswith(start)
 
 
 def test_search_returns_the_information_block(env: DeepSearchEnv) -> None:
