@@ -13,19 +13,25 @@ steps run concurrently in a thread pool. An episode's tokens are one append-only
 Sampled ids are never decoded and re-encoded; only the new observation is tokenized. The
 `max_completion_length` budget covers every turn: when the next observation plus a full reply
 (`max_turn_tokens`) would not fit, the episode ends at that turn boundary (`budget_truncated`).
+
+Faults: each env call runs on a daemon thread with a timeout (`env_timeout`); an env that raises or
+hangs ends its episode (`env_error`, return 0), is dropped and replaced, and the rollout goes on.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
 from agentgym_wrappers import MultiTurnWrapper
+
+logger = logging.getLogger(__name__)
 
 #: (contexts, max_new_tokens) -> per context: (new token ids, their sampler logprobs)
 GenerateFn = Callable[[list[list[int]], int], list[tuple[list[int], list[float]]]]
@@ -65,10 +71,11 @@ class Episode:
     invalid_replies: int = 0
     category: str | None = None
     stats: dict[str, Any] = field(default_factory=dict)
+    env_error: str | None = None  # why the env failed (an exception or a timeout); the episode ended there
 
     @property
     def done(self) -> bool:
-        return self.terminated or self.truncated or self.budget_truncated
+        return self.terminated or self.truncated or self.budget_truncated or self.env_error is not None
 
 
 class ChatRenderer:
@@ -187,8 +194,72 @@ def hf_generate_fn(
     return generate
 
 
+class EnvTimeoutError(TimeoutError):
+    """An env call (reset or step) ran past the engine's `env_timeout`."""
+
+
+def run_calls(calls: Sequence[Callable[[], Any]], workers: int, timeout: float | None) -> list[Any]:
+    """Run `calls` concurrently, at most `workers` at a time, each with a wall-clock `timeout`.
+
+    Returns, in order, each call's result or the exception it raised (an `EnvTimeoutError` for one
+    that ran past `timeout`). A call that hangs cannot be killed in Python: its thread is abandoned
+    (a daemon, so it never holds up the interpreter's exit) and frees its worker slot, so one hung env
+    never starves the others or a later rollout.
+    """
+    results: list[Any] = [None] * len(calls)
+    finished: dict[int, Any] = {}
+    wake = threading.Condition()
+
+    def body(k: int) -> None:
+        try:
+            out: Any = calls[k]()
+        except Exception as error:  # the env's failure is this call's result
+            out = error
+        with wake:
+            finished[k] = out
+            wake.notify()
+
+    pending = list(range(len(calls)))[::-1]
+    deadlines: dict[int, float] = {}
+    while pending or deadlines:
+        while pending and len(deadlines) < max(1, workers):
+            k = pending.pop()
+            deadlines[k] = time.monotonic() + timeout if timeout is not None else float("inf")
+            threading.Thread(target=body, args=(k,), name=f"agentgym-env-{k}", daemon=True).start()
+        with wake:
+            ready = [k for k in deadlines if k in finished]
+            if not ready:
+                wake.wait(max(0.0, min(deadlines.values()) - time.monotonic()) if timeout is not None else None)
+                ready = [k for k in deadlines if k in finished]
+        for k in ready:
+            results[k] = finished[k]
+            del deadlines[k]
+        now = time.monotonic()
+        for k in [k for k, deadline in deadlines.items() if now >= deadline and k not in finished]:
+            results[k] = EnvTimeoutError(f"the env call took longer than env_timeout={timeout} s; abandoned")
+            del deadlines[k]
+    return results
+
+
+class _Slot:
+    """One episode's env: taken from the pool or made on a worker thread, dropped if a call fails."""
+
+    def __init__(self, env_id: str, env: MultiTurnWrapper | None):
+        self.env_id = env_id
+        self.env = env
+        self.failed = False
+        self.lock = threading.Lock()
+
+
 class RolloutEngine:
     """Runs batches of episodes of text envs with a language model.
+
+    Faults: every env call (making the env, `reset`, `step`) runs on a worker thread with a
+    timeout. An env that raises or runs past `env_timeout` ends its episode there (`Episode.env_error`
+    says why; return 0, not a success), is closed in the background and never reused (a fresh one is
+    made for a later episode); the other episodes and the training step go on. `env_errors` counts
+    such episodes over the engine's life. What training does with a failed episode is the trainer's
+    rule (`MultiTurnGRPOTrainer` drops its whole group from the loss).
 
     Args:
         tokenizer: The model's tokenizer (with a chat template; its EOS ends an assistant turn).
@@ -198,8 +269,10 @@ class RolloutEngine:
         max_turn_tokens: Most tokens one reply may have.
         env_kwargs: Keyword arguments for `gym.make` (e.g. `{"show_actions": False}` for BabyAI).
         system_prompt: Overrides the scenario's system prompt.
-        num_env_workers: Threads that step envs concurrently.
+        num_env_workers: Env calls that run at once (each on a thread of its own).
         eos_token_ids: Tokens that end a reply (default: the tokenizer's EOS).
+        env_timeout: Seconds one env call may take (making the env and resetting it count as one
+            call); None: no limit.
     """
 
     def __init__(
@@ -214,11 +287,14 @@ class RolloutEngine:
         num_env_workers: int = 8,
         eos_token_ids: Sequence[int] | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
+        env_timeout: float | None = 300.0,
     ):
         if max_turn_tokens < 1 or max_completion_length < max_turn_tokens:
             raise ValueError(
                 f"need 1 <= max_turn_tokens ({max_turn_tokens}) <= max_completion_length ({max_completion_length})"
             )
+        if env_timeout is not None and env_timeout <= 0:
+            raise ValueError(f"env_timeout must be None (no limit) or > 0 seconds, got {env_timeout}")
         self.renderer = ChatRenderer(tokenizer, chat_template_kwargs)
         self.tokenizer = tokenizer
         self.max_turns = max_turns
@@ -227,26 +303,41 @@ class RolloutEngine:
         self.env_kwargs = dict(env_kwargs or {})
         self.system_prompt = system_prompt
         self.eos_token_ids = list(eos_token_ids or [tokenizer.eos_token_id])
+        self.num_env_workers = max(1, num_env_workers)
+        self.env_timeout = env_timeout
         self._pool: dict[str, list[MultiTurnWrapper]] = {}
-        self._executor = ThreadPoolExecutor(max_workers=max(1, num_env_workers), thread_name_prefix="agentgym-env")
+        #: Episodes ended by a failing env, over the engine's life.
+        self.env_errors = 0
         #: Seconds spent generating and stepping envs in the last `run`.
         self.timing = {"generation": 0.0, "env": 0.0}
 
     # ---- envs -------------------------------------------------------------------------------------
-    def _envs(self, env_id: str, n: int) -> list[MultiTurnWrapper]:
-        pool = self._pool.setdefault(env_id, [])
-        while len(pool) < n:
-            import agentgym_envs  # noqa: F401  (registers the ids, also in worker processes)
+    def _make(self, env_id: str) -> MultiTurnWrapper:
+        import agentgym_envs  # noqa: F401  (registers the ids, also in worker processes)
 
-            pool.append(MultiTurnWrapper(gym.make(env_id, **self.env_kwargs), system_prompt=self.system_prompt))
-        return pool[:n]
+        return MultiTurnWrapper(gym.make(env_id, **self.env_kwargs), system_prompt=self.system_prompt)
+
+    def _take(self, tasks: Sequence[Task]) -> list[_Slot]:
+        """A slot per task, with a pooled env where one is free (the others are made on first use)."""
+        slots = []
+        for task in tasks:
+            pool = self._pool.get(task.env_id)
+            slots.append(_Slot(task.env_id, pool.pop() if pool else None))
+        return slots
+
+    def _discard(self, slot: _Slot) -> None:
+        """Never reuse the slot's env; close it on a daemon thread (closing a hung env may hang too)."""
+        with slot.lock:
+            slot.failed = True
+            env, slot.env = slot.env, None
+        if env is not None:
+            threading.Thread(target=_close_quietly, args=(env,), name="agentgym-env-close", daemon=True).start()
 
     def close(self) -> None:
         for pool in self._pool.values():
             for env in pool:
-                env.close()
+                _close_quietly(env)
         self._pool.clear()
-        self._executor.shutdown(wait=True)
 
     # ---- episodes -----------------------------------------------------------------------------------
     def run(
@@ -260,18 +351,24 @@ class RolloutEngine:
             progress: Called with the number of episodes that just finished.
         """
         self.timing = {"generation": 0.0, "env": 0.0}
-        counts: dict[str, int] = {}
-        for task in tasks:
-            counts[task.env_id] = counts.get(task.env_id, 0) + 1
-        free = {env_id: iter(self._envs(env_id, n)) for env_id, n in counts.items()}
-        envs = [next(free[task.env_id]) for task in tasks]
-
+        slots = self._take(tasks)
         started = time.perf_counter()
-        resets = list(self._executor.map(lambda pair: self._reset(*pair), zip(envs, tasks, strict=True)))
+        resets = run_calls(
+            [lambda s=s, t=t: self._reset(s, t) for s, t in zip(slots, tasks, strict=True)],
+            self.num_env_workers,
+            self.env_timeout,
+        )
         self.timing["env"] += time.perf_counter() - started
-        episodes = [episode for episode, _ in resets]
+        episodes: list[Episode] = []
+        live = []
+        for i, (slot, task, result) in enumerate(zip(slots, tasks, resets, strict=True)):
+            if isinstance(result, Exception):
+                episodes.append(self._failed_reset(task))
+                self._fail(episodes[i], slot, result, progress)
+            else:
+                episodes.append(result)
+                live.append(i)
 
-        live = list(range(len(tasks)))
         while live:
             contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in live]
             started = time.perf_counter()
@@ -289,16 +386,21 @@ class RolloutEngine:
                 replies.append((reply, closed))
 
             started = time.perf_counter()
-            steps = list(
-                self._executor.map(lambda j: envs[live[j]].step(replies[j][0]), range(len(live)))  # noqa: B023
+            steps = run_calls(
+                [lambda env=slots[i].env, r=reply: env.step(r) for i, (reply, _) in zip(live, replies, strict=True)],
+                self.num_env_workers,
+                self.env_timeout,
             )
             self.timing["env"] += time.perf_counter() - started
 
             still_live = []
             for j, i in enumerate(live):
-                episode, env = episodes[i], envs[i]
-                observation, reward, terminated, truncated, info = steps[j]
+                episode, slot = episodes[i], slots[i]
                 episode.turns += 1
+                if isinstance(steps[j], Exception):
+                    self._fail(episode, slot, steps[j], progress)
+                    continue
+                observation, reward, terminated, truncated, info = steps[j]
                 episode.episode_return += float(reward)
                 episode.invalid_replies += bool(info.get("format_error", False))
                 episode.success = bool(info.get("success", False))
@@ -314,18 +416,54 @@ class RolloutEngine:
                         episode.env_mask += [0] * len(chunk)
                         still_live.append(i)
                         continue
-                episode.messages = env.messages
+                episode.messages = list(slot.env.messages)
                 episode.stats = dict(info.get("episode") or self._stats(episode))
                 if progress is not None:
                     progress(1)
             live = still_live
+        for slot in slots:  # healthy envs go back to the pool
+            if slot.env is not None and not slot.failed:
+                self._pool.setdefault(slot.env_id, []).append(slot.env)
         return episodes
 
-    def _reset(self, env: MultiTurnWrapper, task: Task) -> tuple[Episode, dict[str, Any]]:
+    def _reset(self, slot: _Slot, task: Task) -> Episode:
+        if slot.env is None:
+            env = self._make(task.env_id)
+            with slot.lock:
+                abandoned, slot.env = slot.failed, env
+            if abandoned:  # made after its call timed out: nobody will use it
+                _close_quietly(env)
+                raise EnvTimeoutError("the env was made after its call had timed out")
+        env = slot.env
         env.max_turns = self.max_turns if self.max_turns is not None else env.unwrapped.default_max_turns
         _, info = env.reset(seed=task.seed, options=task.options())
-        episode = Episode(task=task, prompt_ids=self.renderer.prompt_ids(env.messages), category=info.get("category"))
-        return episode, info
+        return Episode(task=task, prompt_ids=self.renderer.prompt_ids(env.messages), category=info.get("category"))
+
+    def _failed_reset(self, task: Task) -> Episode:
+        """The stand-in episode of a task whose env could not be made or reset: a placeholder prompt and
+        one end-of-turn token with mask 0 (nothing sampled, nothing to learn; trainers need a token)."""
+        note = [{"role": "user", "content": f"({task.env_id}: the env failed before its first observation)"}]
+        eos = self.eos_token_ids[0]
+        return Episode(
+            task=task, prompt_ids=self.renderer.prompt_ids(note), completion_ids=[eos], logprobs=[0.0], env_mask=[0]
+        )
+
+    def _fail(self, episode: Episode, slot: _Slot, error: Exception, progress: Callable[[int], None] | None) -> None:
+        """End `episode` where its env failed: score 0, counted, the env discarded."""
+        env = slot.env
+        self._discard(slot)
+        self.env_errors += 1
+        episode.env_error = f"{type(error).__name__}: {error}"
+        episode.episode_return, episode.success = 0.0, False
+        episode.messages = list(env.messages) if env is not None else []
+        episode.stats = {
+            **self._stats(episode),
+            "truncated": False,
+            "budget_truncated": False,
+            "env_error": episode.env_error,
+        }
+        if progress is not None:
+            progress(1)
 
     @staticmethod
     def _stats(episode: Episode) -> dict[str, Any]:
@@ -339,6 +477,13 @@ class RolloutEngine:
             "truncated": True,
             "budget_truncated": True,
         }
+
+
+def _close_quietly(env: Any) -> None:
+    try:
+        env.close()
+    except Exception as error:  # a dead backend may fail to close; it is dropped either way
+        logger.warning("closing a failed env raised %s: %s", type(error).__name__, error)
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
