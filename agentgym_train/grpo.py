@@ -45,6 +45,12 @@ class MultiTurnGRPOConfig(GRPOConfig):
     max_turn_tokens: int = field(default=32, metadata={"help": "Most tokens in one reply."})
     system_prompt: str | None = field(default=None, metadata={"help": "Overrides the scenario's system prompt."})
     num_env_workers: int = field(default=8, metadata={"help": "Threads stepping envs concurrently."})
+    env_timeout: float | None = field(
+        default=300.0,
+        metadata={
+            "help": "Seconds one env call (make+reset, or step) may take; past it the episode fails (None: no limit)."
+        },
+    )
     sampler: str = field(
         default="cached",
         metadata={
@@ -135,6 +141,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
 
     Logged per step (besides TRL's): `episode/return`, `episode/success`, `episode/turns`,
     `episode/truncated` (turn limit or budget), `episode/budget_truncated`, `episode/invalid_reply_rate`,
+    `episode/env_errors` (episodes ended by a failing env, all processes; their groups leave the loss),
     `rollout/max_turns`, `rollout/generation_time`, `rollout/env_time`, `rollout/env_time_share`.
     """
 
@@ -187,6 +194,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             system_prompt=args.system_prompt,
             num_env_workers=args.num_env_workers,
             eos_token_ids=self.eos_token_ids,
+            env_timeout=args.env_timeout,
         )
         self._bind_schedulers()
 
@@ -233,11 +241,12 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             episodes = self.engine.run(tasks, self._sampler(unwrapped_model))
         self.last_episodes = episodes
         self._log_rollout(episodes)
+        dropped = self._failed_groups(episodes)
         return {
             "prompt_ids": [e.prompt_ids for e in episodes],
             "completion_ids": [e.completion_ids for e in episodes],
             "logprobs": [e.logprobs for e in episodes],
-            "env_mask": [e.env_mask for e in episodes],
+            "env_mask": [[0] * len(e.env_mask) if drop else e.env_mask for e, drop in zip(episodes, dropped)],
             "episode_return": [e.episode_return for e in episodes],
             "success": [float(e.success) for e in episodes],
             "turns": [e.turns for e in episodes],
@@ -245,6 +254,16 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             "budget_truncated": [float(e.budget_truncated) for e in episodes],
             "invalid_replies": [e.invalid_replies for e in episodes],
         }
+
+    def _failed_groups(self, episodes: list[Episode]) -> list[bool]:
+        """Per local episode: is it in a group (over all processes) where an env failed? Those groups
+        leave the loss (every token masked): a failure's 0 is the infrastructure's, not the policy's, and
+        would bias the group's baseline for the episodes beside it too."""
+        group = self.num_generations if self.model.training else self.num_generations_eval
+        failed = torch.tensor([e.env_error is not None for e in episodes], device=self.accelerator.device)
+        groups = self.accelerator.gather(failed).view(-1, group).any(dim=1)
+        start = self.accelerator.process_index * len(episodes)
+        return [bool(groups[(start + j) // group]) for j in range(len(episodes))]
 
     def _sampler(self, model: Any) -> Any:
         plain = self.repetition_penalty == 1.0 and not self.min_p
@@ -275,6 +294,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                 sum(e.truncated or e.budget_truncated for e in episodes),
                 sum(e.budget_truncated for e in episodes),
                 sum(e.invalid_replies for e in episodes),
+                sum(e.env_error is not None for e in episodes),
                 self.engine.timing["generation"],
                 self.engine.timing["env"],
             ],
@@ -282,7 +302,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             device=device,
         )
         total = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0).tolist()
-        n, ret, success, turns, truncated, budget, invalid, gen_time, env_time = total
+        n, ret, success, turns, truncated, budget, invalid, env_errors, gen_time, env_time = total
         processes = self.accelerator.num_processes
         metrics = self._metrics[mode]
         metrics["episode/return"].append(ret / max(n, 1))
@@ -291,6 +311,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         metrics["episode/truncated"].append(truncated / max(n, 1))
         metrics["episode/budget_truncated"].append(budget / max(n, 1))
         metrics["episode/invalid_reply_rate"].append(invalid / max(turns, 1))
+        metrics["episode/env_errors"].append(env_errors)
         metrics["rollout/max_turns"].append(float(self.engine.max_turns or 0))
         metrics["rollout/generation_time"].append(gen_time / processes)
         metrics["rollout/env_time"].append(env_time / processes)
