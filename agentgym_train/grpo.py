@@ -24,6 +24,7 @@ from agentgym_train import advantages as adv
 from agentgym_train.rollout import Episode, RolloutEngine, Task, hf_generate_fn
 from agentgym_train.sampler import CachedSampler
 from agentgym_train.scheduler import MaxTurnScheduler
+from agentgym_train.vllm_backend import VLLMTurnGenerator
 
 
 @dataclass
@@ -227,18 +228,22 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         if len(rows) != len(prompts):
             raise RuntimeError(f"rollout got {len(prompts)} prompts for {len(rows)} dataset rows")
         tasks = [Task(r["env_id"], r["task_id"], r.get("split"), r.get("seed")) for r in rows]
-        with (
-            unwrap_model_for_generation(
-                self.model_wrapped,
-                self.accelerator,
-                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                generation_kwargs=self.generation_kwargs,
-                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
-            ) as unwrapped_model,
-            torch.no_grad(),
-            self._dist.summon_full_params(self.model_wrapped, recurse=False),
-        ):
-            episodes = self.engine.run(tasks, self._sampler(unwrapped_model))
+        if self.use_vllm:  # TRL synced the weights to vLLM before calling this; no local copy is gathered
+            generate = VLLMTurnGenerator(self.vllm_generation, self.eos_token_ids, self.accelerator)
+            episodes = self.engine.run(tasks, generate)
+        else:
+            with (
+                unwrap_model_for_generation(
+                    self.model_wrapped,
+                    self.accelerator,
+                    gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                    generation_kwargs=self.generation_kwargs,
+                    gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+                ) as unwrapped_model,
+                torch.no_grad(),
+                self._dist.summon_full_params(self.model_wrapped, recurse=False),
+            ):
+                episodes = self.engine.run(tasks, self._sampler(unwrapped_model))
         self.last_episodes = episodes
         self._log_rollout(episodes)
         dropped = self._failed_groups(episodes)

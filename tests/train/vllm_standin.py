@@ -1,0 +1,146 @@
+"""A STAND-IN for a vLLM server, for tests on machines where vLLM cannot run (no GPU here).
+
+It serves, on loopback, the routes that TRL's `VLLMClient` calls in `vllm_mode="server"` with the
+request and reply shapes vLLM's OpenAI-compatible server uses (`/health`, `/v1/models`,
+`/server_info`, `/v1/completions` with token-id prompts, `return_token_ids` and
+`return_tokens_as_token_ids` logprobs, `/reset_prefix_cache`), and generates with a transformers
+copy of the model: plain autoregressive sampling, the sampled token's processed logprob (after the
+temperature), stopping after a token of `stop_token_ids` or the model's EOS, which stays in
+`token_ids` as vLLM keeps it. Weight updates travel over NCCL in TRL, which a CPU cannot run: tests
+replace `VLLMClient.init_communicator` and `update_named_params` by `StandInVLLM.receive_weights`,
+which copies the streamed tensors into the stand-in's model by name, so a test can still check that
+the weights the trainer pushed are the ones that sample.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import torch
+
+
+class StandInVLLM:
+    """The stand-in server; `url` is its base URL while it runs (a context manager)."""
+
+    def __init__(self, model: Any, name: str = "stand-in"):
+        self.model = copy.deepcopy(model).eval()
+        self.name = name
+        self.requests: list[dict[str, Any]] = []  # every /v1/completions body
+        self.weight_syncs = 0
+        self.prefix_cache_resets = 0
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------------------
+    def __enter__(self) -> StandInVLLM:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep the test output clean
+                pass
+
+            def _reply(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                path = self.path.split("?")[0]
+                if path == "/health":
+                    self._reply(200, {})
+                elif path == "/v1/models":
+                    self._reply(200, {"data": [{"id": owner.name}]})
+                elif path == "/server_info":
+                    self._reply(200, {"vllm_config": {"model_config": {"logprobs_mode": "processed_logprobs"}}})
+                else:
+                    self._reply(404, {"error": f"no route {path}"})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path == "/v1/completions":
+                    self._reply(200, owner.complete(body))
+                elif self.path == "/reset_prefix_cache":
+                    owner.prefix_cache_resets += 1
+                    self._reply(200, {})
+                else:
+                    self._reply(404, {"error": f"no route {self.path}"})
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "the stand-in is not running"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    # ---- what the NCCL weight transfer would do --------------------------------------------------------
+    def receive_weights(self, metadata: list[tuple[str, str, list[int]]], named_params: Any) -> None:
+        """Copy streamed `(name, tensor)` pairs into the model (vLLM's names: no PEFT/FSDP prefixes)."""
+        own = dict(self.model.named_parameters())
+        names = [name for name, _, _ in metadata]
+        with self._lock, torch.no_grad():
+            for name, tensor in named_params:
+                if name not in own or name not in names:
+                    raise KeyError(f"the trainer pushed {name!r}, which the served model does not have")
+                own[name].copy_(tensor)
+        self.weight_syncs += 1
+
+    # ---- generation ---------------------------------------------------------------------------------
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append(body)
+        prompts = body["prompt"]
+        if not prompts or not all(isinstance(p, list) for p in prompts):
+            raise ValueError("this stand-in takes token-id prompts only, as TRL sends them")
+        n = int(body.get("n", 1))
+        stops = set(body.get("stop_token_ids") or [])
+        eos = self.model.generation_config.eos_token_id
+        stops |= set(eos if isinstance(eos, list) else [eos])
+        choices = []
+        for prompt in prompts:
+            for _ in range(n):
+                ids, logps = self._sample(prompt, int(body["max_tokens"]), float(body.get("temperature", 1.0)), stops)
+                choices.append(
+                    {
+                        "index": len(choices),
+                        "prompt_token_ids": prompt,
+                        "token_ids": ids,
+                        "logprobs": {
+                            "tokens": [f"token_id:{t}" for t in ids],
+                            "token_logprobs": logps,
+                            "top_logprobs": [{f"token_id:{t}": lp} for t, lp in zip(ids, logps, strict=True)],
+                        },
+                    }
+                )
+        return {"id": "cmpl-stand-in", "object": "text_completion", "model": self.name, "choices": choices}
+
+    def _sample(self, prompt: list[int], max_tokens: int, temperature: float, stops: set[int]) -> tuple[list, list]:
+        ids: list[int] = []
+        logps: list[float] = []
+        with self._lock, torch.no_grad():
+            for _ in range(max_tokens):
+                logits = self.model(input_ids=torch.tensor([prompt + ids])).logits[0, -1].float()
+                if temperature > 0:
+                    dist = torch.log_softmax(logits / temperature, dim=-1)
+                    token = int(torch.multinomial(dist.exp(), 1))
+                else:
+                    dist = torch.log_softmax(logits, dim=-1)
+                    token = int(dist.argmax())
+                ids.append(token)
+                logps.append(float(dist[token]))
+                if token in stops:
+                    break
+        return ids, logps
