@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -25,6 +25,8 @@ from gymnasium.vector.utils import (
     read_from_shared_memory,
     write_to_shared_memory,
 )
+
+from agentgym_envs.clientargs import BASE_CLIENT_KWARGS, ClientKwarg
 
 #: Keys present in the info of every `reset` and `step` (`valid_action` only after `step`).
 INFO_KEYS = (
@@ -189,6 +191,8 @@ class TextEnv(gym.Env[str, str]):
         action_format: Name of the action parser a wrapper should use (see `agentgym_wrappers`).
         system_prompt: How to act in this scenario, with one worked example.
         splits: The split names this scenario has.
+        client_kwargs: The constructor kwargs a remote client may choose (name -> checker, see
+            `agentgym_envs.clientargs`); an env server refuses every other kwarg from a client.
     """
 
     # render_fps only quiets the env checker: ansi rendering returns text and never sleeps.
@@ -197,6 +201,7 @@ class TextEnv(gym.Env[str, str]):
     action_format: ClassVar[str] = "action_line"
     system_prompt: ClassVar[str] = ""
     splits: ClassVar[tuple[str, ...]] = ("train", "test")
+    client_kwargs: ClassVar[Mapping[str, ClientKwarg]] = BASE_CLIENT_KWARGS
 
     def __init__(self, render_mode: str | None = None, max_observation_length: int = 1 << 17):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:

@@ -111,11 +111,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as error:
         print(f"agentgym serve needs FastAPI and uvicorn ({error}): pip install 'agentgym-rl[server]'", file=sys.stderr)
         return 1
-    options = {"token": args.token, "max_sessions": args.max_sessions, "ttl": args.ttl, "workers": args.workers}
+    from agentgym_envs.remote.policy import load_env_kwargs
+
     try:
+        options = {
+            "token": args.token,
+            "max_sessions": args.max_sessions,
+            "ttl": args.ttl,
+            "workers": args.workers,
+            "env_kwargs": load_env_kwargs(args.env_kwargs, args.env_config, args.env_ids),
+            "allowed_hosts": args.allowed_host,
+            "allowed_origins": args.allowed_origin,
+            "header_timeout": args.header_timeout,
+            "keep_alive": args.keep_alive,
+        }
         serve(args.env_ids, args.host, args.port, **options)
     except ValueError as error:
-        print(error, file=sys.stderr)
+        print(f"agentgym serve: {error}", file=sys.stderr)
         return 2
     return 0
 
@@ -147,6 +159,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-sessions", type=int, default=1024, help="sessions at once (429 past it)")
     p.add_argument("--ttl", type=float, default=600.0, help="seconds before an idle session is closed (0: never)")
     p.add_argument("--workers", type=int, default=16, help="threads for blocking env calls")
+    p.add_argument(
+        "--env-kwargs",
+        default=None,
+        metavar="JSON",
+        help='the envs\' configuration, fixed for every session: \'{"heap": "1g"}\' for every id, or '
+        "'{\"ENV_ID\": {...}}' per id (clients may add only the kwargs each env lists as client-safe)",
+    )
+    p.add_argument(
+        "--env-config", default=None, metavar="FILE", help="the same as --env-kwargs, from a YAML or JSON file"
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name the server answers to besides the bound address (repeatable; '*': any, behind a proxy)",
+    )
+    p.add_argument(
+        "--allowed-origin", action="append", default=[], metavar="URL", help="a web origin allowed to call (repeatable)"
+    )
+    p.add_argument("--header-timeout", type=float, default=10.0, help="seconds a request head may take to arrive")
+    p.add_argument("--keep-alive", type=float, default=75.0, help="seconds an idle connection is kept open")
     p.set_defaults(func=cmd_serve)
 
     # Deep Search's retrieval server; fastapi/uvicorn are imported only when it runs ([server] extra).

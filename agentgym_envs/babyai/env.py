@@ -15,6 +15,7 @@ from minigrid.minigrid_env import MiniGridEnv
 from agentgym_envs.babyai import levels as L
 from agentgym_envs.babyai.planner import path_to_face
 from agentgym_envs.babyai.view import KnownObject, ObjectMemory, object_label, relative_position
+from agentgym_envs.clientargs import Flag, SubsetOf
 from agentgym_envs.core import TextEnv, normalise_action
 
 _log = logging.getLogger(__name__)
@@ -106,17 +107,28 @@ class BabyAIEnv(TextEnv):
         show_actions: bool = True,
         render_mode: str | None = None,
     ):
+    #: A remote client may choose levels and whether actions are listed (agentgym_envs.clientargs).
+    client_kwargs = {
+        **TextEnv.client_kwargs,
+        "levels": SubsetOf(sorted(L.MINIGRID_IDS)),
+        "show_actions": Flag(),
+    }
+
         super().__init__(render_mode=render_mode)
         self.levels = (levels,) if isinstance(levels, str) else tuple(levels)
-        unknown = [level for level in self.levels if level not in L.MINIGRID_IDS]
+        unknown = [level for level in self.levels if not isinstance(level, str) or level not in L.MINIGRID_IDS]
         if unknown or not self.levels:
             raise ValueError(f"unknown BabyAI levels {unknown}; choose from {sorted(L.MINIGRID_IDS)}")
         self.show_actions = show_actions
         self._backends: dict[str, MiniGridEnv] = {}
+        if not isinstance(levels, (str, tuple, list)):
+            raise TypeError(f"levels must be a level name or a list of them, got {type(levels).__name__}")
         self._mg: MiniGridEnv | None = None
         self._memory: ObjectMemory | None = None
         self._task_lists: dict[str, list[str]] = {}
 
+        if not isinstance(show_actions, bool):
+            raise TypeError(f"show_actions must be True or False, got {show_actions!r:.80}")
     # ---- tasks ----------------------------------------------------------------------------------
     def tasks(self, split: str = "train") -> list[str]:
         if split not in L.SPLIT_SEEDS:

@@ -17,7 +17,8 @@ import bm25s
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
-from agentgym_envs.deepsearch.data import DocStore, build_once, shared
+from agentgym_envs.deepsearch.cache import build_once
+from agentgym_envs.deepsearch.data import DocStore, shared
 from agentgym_envs.deepsearch.retrieval import Passage, Retriever
 
 #: Bump when tokenisation or index parameters change: cached indexes are keyed by it.

@@ -9,8 +9,9 @@ User files (nothing is downloaded):
 
 Everything derived (corpus row offsets, indexes, embeddings) goes under the cache directory: the
 `cache_dir` argument, else `$AGENTGYM_DEEPSEARCH_CACHE`, else `$AGENTGYM_CACHE_DIR/deepsearch`, else
-`~/.cache/agentgym/deepsearch`. Each artifact is built once, into a temporary directory that is
-renamed into place, so concurrent processes never see half an index.
+`~/.cache/agentgym/deepsearch`. Each artifact is a cache entry (see `agentgym_envs.deepsearch.cache`):
+built once, published atomically with a manifest of sizes and checksums, checked when opened and
+rebuilt when damaged.
 """
 
 from __future__ import annotations
@@ -19,9 +20,7 @@ import hashlib
 import json
 import mmap
 import os
-import shutil
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +28,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from agentgym_envs.deepsearch import synthetic
+from agentgym_envs.deepsearch.cache import build_once, forget_verified
 from agentgym_envs.deepsearch.synthetic import Question
 
 T = TypeVar("T")
@@ -54,24 +54,6 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return Path.home() / ".cache" / "agentgym" / "deepsearch"
 
 
-def build_once(target: Path, build: Callable[[Path], None]) -> Path:
-    """Make `target` (a directory) with `build(tmp_dir)` unless it exists; atomic across processes."""
-    if target.is_dir():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        build(tmp)
-        os.rename(tmp, target)
-    except OSError:
-        if not target.is_dir():  # not a lost race with another process: a real failure
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
-
-
 _SHARED: dict[tuple, Any] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -85,10 +67,12 @@ def shared(key: tuple, factory: Callable[[], T]) -> T:
 
 
 def clear_shared() -> None:
-    """Forget every shared corpus and index of this process: later uses reopen them from the cache.
-    Envs that hold one keep it; its memory maps close when the last reference goes."""
+    """Forget every shared corpus and index of this process: later uses reopen them from the cache and
+    checksum them again, as a fresh process does. Envs that hold one keep it; its memory maps close
+    when the last reference goes."""
     with _SHARED_LOCK:
         _SHARED.clear()
+    forget_verified()
 
 
 # ---- documents ------------------------------------------------------------------------------------------

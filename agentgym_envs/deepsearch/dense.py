@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from agentgym_envs.deepsearch.data import DocStore, build_once, shared
+from agentgym_envs.deepsearch.cache import build_once
+from agentgym_envs.deepsearch.data import DocStore, shared
 from agentgym_envs.deepsearch.retrieval import Passage, Retriever
 
 

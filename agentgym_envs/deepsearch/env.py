@@ -6,7 +6,9 @@ import os
 import re
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
+from agentgym_envs.clientargs import IntRange, OneOf, check_int
 from agentgym_envs.core import TextEnv
 from agentgym_envs.deepsearch import data as D
 from agentgym_envs.deepsearch.retrieval import Retriever, format_information, open_local_retriever
@@ -131,6 +133,16 @@ class DeepSearchEnv(TextEnv):
         "Your reply: Mira Oswel was born in Tarnholt. <answer> Tarnholt </answer>"
     )
 
+    #: What a remote client may choose: how answers are scored and searches answered, never data, paths,
+    #: URLs, models or corpus sizes (those are the operator's; see agentgym_envs.clientargs).
+    client_kwargs = {
+        **TextEnv.client_kwargs,
+        "reward": OneOf(("em", "f1")),
+        "wrong_answer": OneOf(("end", "retry")),
+        "topk": IntRange(1, 10),
+        "max_query_chars": IntRange(1, 1000),
+    }
+
     def __init__(
         self,
         corpus: str = "synthetic",
@@ -173,10 +185,22 @@ class DeepSearchEnv(TextEnv):
             raise ValueError(f"reward must be 'em' or 'f1', got {reward!r}")
         if wrong_answer not in ("end", "retry"):
             raise ValueError(f"wrong_answer must be 'end' or 'retry', got {wrong_answer!r}")
-        if not 1 <= topk <= 50:
-            raise ValueError(f"topk must be between 1 and 50, got {topk}")
-        if max_query_chars < 1:
-            raise ValueError(f"max_query_chars must be positive, got {max_query_chars}")
+        check_int("topk", topk, 1, 50)
+        check_int("max_query_chars", max_query_chars, 1, 100_000)
+        check_int("num_docs", num_docs, 100, 1_000_000)  # 50 blocks; every size builds its own cached corpus
+        check_int("seed", seed, 0, 2**32 - 1)
+        if retriever_url is not None and (
+            not isinstance(retriever_url, str) or urlsplit(retriever_url).scheme not in ("http", "https")
+        ):
+            raise ValueError(
+                f"retriever_url must be an http(s) URL such as 'http://127.0.0.1:8001', got {retriever_url!r:.80}"
+            )
+        if cache_dir is not None:
+            if not isinstance(cache_dir, (str, os.PathLike)):
+                raise TypeError(f"cache_dir must be a directory path, got {type(cache_dir).__name__}")
+            cache_dir = os.path.abspath(os.path.expanduser(os.fspath(cache_dir)))
+            if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+                raise ValueError(f"cache_dir {cache_dir} exists and is not a directory; pass a directory for the cache")
         if isinstance(retriever, str) and retriever not in ("bm25", "dense", "remote"):
             raise ValueError(f"retriever must be 'bm25', 'dense', 'remote' or a Retriever, got {retriever!r}")
         if retriever == "remote" and not retriever_url:

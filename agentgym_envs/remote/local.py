@@ -35,13 +35,15 @@ class ServerThread:
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, token: str | None = None, **config: Any):
         import uvicorn
 
+        from agentgym_envs.remote.timeouts import uvicorn_options
+
         options = {
             "log_level": "warning",
             "log_config": None,  # leave the host process's logging alone
             "access_log": False,
-            "timeout_keep_alive": 75,
             "proxy_headers": False,
             "timeout_graceful_shutdown": 5,
+            **uvicorn_options(),
             **config,
         }
         self.config = uvicorn.Config(app, host=host, port=port, **options)
@@ -101,7 +103,9 @@ def local_server() -> ServerThread:
             if _local is None:
                 atexit.register(_stop_local)
             token = secrets.token_urlsafe(24)
-            _local = ServerThread(create_app(None, token=token, max_sessions=4096), token=token).start()
+            # Its one client is this process (the token never leaves it), so its kwargs are trusted.
+            app = create_app(None, token=token, max_sessions=4096, trust_client_kwargs=True)
+            _local = ServerThread(app, token=token).start()
             _local_pid = os.getpid()
         return _local
 

@@ -18,7 +18,11 @@ class _Strict(BaseModel):
 # ---- sessions ----------------------------------------------------------------------------------
 class CreateSessionRequest(_Strict):
     env_id: str | None = Field(None, description="A served env id; default: the first id the server serves.")
-    kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for `gym.make(env_id, ...)`.")
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Keyword arguments for `gym.make(env_id, ...)`: only those the env lets clients choose "
+        "(`client_kwargs` in `GET /envs`); any other is refused with 403. The operator's kwargs apply too.",
+    )
 
 
 class SpaceDescription(BaseModel):
@@ -39,6 +43,10 @@ class EnvDescription(BaseModel):
     metadata: dict[str, Any]
     has_expert: bool = Field(description="Whether POST /sessions/{id}/expert can make a scripted expert.")
     max_episode_steps: int | None
+    client_kwargs: dict[str, str] = Field(
+        default_factory=dict,
+        description="The kwargs a client may pass when creating a session, with what each accepts.",
+    )
 
 
 class SessionSummary(BaseModel):
@@ -68,7 +76,9 @@ class CloseResponse(BaseModel):
 
 
 class ResetRequest(_Strict):
-    seed: int | None = Field(None, description="Seeds the env's random generator, as `env.reset(seed=...)`.")
+    seed: int | None = Field(
+        None, ge=0, description="Seeds the env's random generator, as `env.reset(seed=...)` (non-negative)."
+    )
     options: dict[str, Any] | None = Field(None, description='E.g. `{"split": "test", "task_id": 3}`.')
     seq: int | None = Field(
         None, description="Call number: a retried call with the same number gets the first call's reply."
@@ -122,7 +132,7 @@ class BatchCall(_Strict):
     session_id: str
     op: Literal["reset", "step"]
     action: str | None = Field(None, description="Required for `step`.")
-    seed: int | None = Field(None, description="For `reset`.")
+    seed: int | None = Field(None, ge=0, description="For `reset` (non-negative).")
     options: dict[str, Any] | None = Field(None, description="For `reset`.")
     seq: int | None = None
 

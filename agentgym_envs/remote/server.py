@@ -20,19 +20,25 @@ Routes (JSON; the OpenAPI schema at `/openapi.json` and `/docs` has every body):
 
 Errors are JSON `{"detail": ..., "error_type": ...}`: unknown session or env id 404, malformed body
 422, step after the episode ended 409, session cap 429, body too large 413, missing token 401, a
-backend failure 500 with its message; the server keeps serving.
+kwarg the client may not choose 403, a `Host` the server is not addressed by or a foreign `Origin`
+403, a body that is not `application/json` 415, a request head or body that does not arrive in time
+408, a backend failure 500 with its message; the server keeps serving.
+
+Trust: the operator fixes each env's configuration at start (`env_kwargs`); a client may pass only
+the kwargs an env declares safe for clients (`client_kwargs`, listed in `GET /envs`).
 """
 
 from __future__ import annotations
 
 import functools
 import hmac
+import json
 import logging
 import os
 import sys
 import time
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from contextlib import asynccontextmanager, suppress
 from typing import Annotated, Any
 
@@ -40,11 +46,20 @@ from fastapi import Body, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentgym_envs.remote import protocol as P
 from agentgym_envs.remote import wire
-from agentgym_envs.remote.sessions import ApiError, Session, SessionManager
+from agentgym_envs.remote.guard import RequestGuard, default_allowed_hosts, is_loopback
+from agentgym_envs.remote.policy import KwargsPolicy
+from agentgym_envs.remote.sessions import ApiError, Session, SessionManager, bounded
+from agentgym_envs.remote.timeouts import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_KEEP_ALIVE,
+    uvicorn_options,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -57,9 +72,11 @@ DEFAULT_MAX_BODY_BYTES = 64 << 20
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": P.ErrorReply, "description": "Missing or wrong bearer token"},
+    403: {"model": P.ErrorReply, "description": "A kwarg a client may not choose; a foreign Host or Origin"},
     404: {"model": P.ErrorReply, "description": "Unknown session or env id"},
-    409: {"model": P.ErrorReply, "description": "Step after the episode ended, or before reset"},
+    409: {"model": P.ErrorReply, "description": "Step after the episode ended, or before reset; a reused call number"},
     413: {"model": P.ErrorReply, "description": "Request body too large"},
+    415: {"model": P.ErrorReply, "description": "A request body that is not application/json"},
     422: {"model": P.ValidationErrorReply, "description": "Malformed request"},
     429: {"model": P.ErrorReply, "description": "The server holds its maximum of sessions"},
     500: {"model": P.ErrorReply, "description": "The env backend failed"},
@@ -77,23 +94,36 @@ async def _send_json(send: Send, status: int, payload: dict[str, Any], headers: 
     await send({"type": "http.response.body", "body": body})
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyTooLarge(BaseException):
+    """Raised from `receive` past the size limit; a BaseException so that FastAPI's body parsing, which
+    turns every Exception into a 400, lets it through to `_Front`, which answers 413."""
+
+
+_MAX_ERRORS = 20
 
 
 def _validation_reply(errors: list[dict[str, Any]]) -> dict[str, Any]:
-    """A 422 body: the errors without their inputs (an input may be a megabyte), and a summary in words."""
-    errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors]
-    where = "; ".join(f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in errors[:5])
-    return {"detail": f"malformed request: {where}", "errors": errors}
+    """A 422 body: the first errors without their inputs, each location and message cut short (a key of
+    the request, echoed in a location, may be megabytes long), and a summary in words."""
+    shown = [
+        {
+            "loc": [part if isinstance(part, int) else bounded(str(part), 100) for part in e["loc"]],
+            "msg": bounded(str(e["msg"]), 300),
+            "type": e["type"],
+        }
+        for e in errors[:_MAX_ERRORS]
+    ]
+    where = "; ".join(f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in shown[:5])
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return {"detail": f"malformed request: {where}{more}", "errors": shown}
 
 
 HotEndpoint = Callable[..., Awaitable[Response]]
 
 
 class _Front:
-    """The ASGI layer in front of every route: the bearer token, the body-size limit, and the hot
-    routes (reset, step, expert act, batch) served directly.
+    """The ASGI layer in front of every route: the Host, Origin and content-type checks (`guard`), the
+    bearer token, the body-size limit, and the hot routes (reset, step, expert act, batch) served directly.
 
     FastAPI documents the hot routes and would serve them too, but its per-request machinery
     (routing over every route, dependency solving) costs about 0.1 ms a request, as much as the rest
@@ -107,8 +137,10 @@ class _Front:
         max_body_bytes: int,
         session_routes: dict[str, HotEndpoint],
         batch: HotEndpoint,
+        guard: RequestGuard,
     ):
         self.app = app
+        self.guard = guard
         self.expected = f"Bearer {token}".encode() if token else None
         self.max_body_bytes = max_body_bytes
         self.session_routes = {
@@ -120,12 +152,24 @@ class _Front:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        authorization, length = None, None
+        authorization = length = host = origin = content_type = chunked = None
         for key, value in scope["headers"]:
             if key == b"authorization":
                 authorization = value
             elif key == b"content-length":
                 length = value
+            elif key == b"host":
+                host = value
+            elif key == b"content-type":
+                content_type = value
+            elif key == b"origin":
+                origin = value
+            elif key == b"transfer-encoding":
+                chunked = value
+        refusal = self.guard.foreign(host, origin)
+        if refusal is not None:
+            await _send_json(send, *refusal)
+            return
         expected = self.expected
         if expected is not None and (authorization is None or not hmac.compare_digest(authorization, expected)):
             await _send_json(
@@ -138,6 +182,11 @@ class _Front:
                 },
                 [(b"www-authenticate", b"Bearer")],
             )
+            return
+        has_body = chunked is not None or (length is not None and length != b"0")
+        refusal = self.guard.unsupported(scope["method"], scope["path"], content_type, has_body)
+        if refusal is not None:
+            await _send_json(send, *refusal)
             return
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
             await self._too_large(send, int(length))
@@ -177,7 +226,7 @@ class _Front:
                     raise _BodyTooLarge
                 more = message.get("more_body", False)
             try:
-                body = model.model_validate_json(b"".join(chunks))
+                body = _parse(model, b"".join(chunks))
             except ValidationError as error:
                 errors = error.errors(include_url=False, include_input=False)
                 await _send_json(send, 422, _validation_reply([{**e, "loc": ("body", *e["loc"])} for e in errors]))
@@ -231,8 +280,24 @@ class _Front:
         )
 
 
+def _parse(model: type[BaseModel], raw: bytes) -> BaseModel:
+    """`raw` JSON as `model`. pydantic's parser refuses lone surrogates (`"\\ud800"`), which are legal in a
+    Python str and so in an action; a body it cannot decode is parsed again with `json`, which keeps them."""
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as error:
+        if not any(e["type"] == "json_invalid" for e in error.errors()):
+            raise
+        try:
+            data = json.loads(raw)
+        except ValueError:  # not JSON at all (or not UTF-8): pydantic's error says where
+            raise error from None
+        return model.model_validate(data, strict=False)
+
+
 def _unexpected_reply(error: BaseException) -> dict[str, Any]:
-    return {"detail": f"internal server error: {type(error).__name__}: {error}", "error_type": type(error).__name__}
+    detail = bounded(f"internal server error: {type(error).__name__}: {error}")
+    return {"detail": detail, "error_type": type(error).__name__}
 
 
 def _rss(pid: str = "self") -> int | None:
@@ -290,18 +355,31 @@ def create_app(
     ttl: float | None = DEFAULT_TTL,
     workers: int = DEFAULT_WORKERS,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    env_kwargs: dict[str, dict[str, Any]] | None = None,
+    allowed_hosts: Collection[str] | None = None,
+    allowed_origins: Collection[str] = (),
+    trust_client_kwargs: bool = False,
 ) -> EnvServerApp:
     """The server app for `env_ids` (None: every registered id but the remote clients).
 
     Args:
         env_ids: Registered ids to serve; the first is the default and the one AgentGym's routes serve.
-        token: When set, every request must carry `Authorization: Bearer <token>`.
+        token: When set, every request must carry `Authorization: Bearer <token>`; an empty one is an error.
         max_sessions: Sessions allowed at once (429 past it).
         ttl: Seconds of idleness after which a session is closed (None or 0: never).
         workers: Threads for blocking env calls; each session is pinned to one.
         max_body_bytes: Largest request body (413 past it).
+        env_kwargs: The operator's kwargs per served id, applied to every session of that id; a client
+            cannot change them and may add only the kwargs the env declares safe for clients.
+        allowed_hosts: Host names the server answers to (default: the loopback names; `"*"`: any).
+        allowed_origins: Web origins allowed to call the server besides its own.
+        trust_client_kwargs: Accept any kwargs from clients. Only for a server whose one client is this
+            process (`AgentGym/Remote-v0`'s in-process server, behind a random token).
     """
-    manager = SessionManager(env_ids, max_sessions=max_sessions, ttl=ttl, workers=workers)
+    if token is not None and not token.strip():
+        raise ValueError("the token is empty, which would leave the server unprotected; pass a non-empty token or none")
+    policy = KwargsPolicy(env_kwargs, trust_clients=trust_client_kwargs)
+    manager = SessionManager(env_ids, max_sessions=max_sessions, ttl=ttl, workers=workers, policy=policy)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> typing.AsyncIterator[None]:
@@ -329,11 +407,19 @@ def create_app(
         assert isinstance(error, RequestValidationError)
         return JSONResponse(_validation_reply(list(error.errors())), status_code=422)
 
+    async def http_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, StarletteHTTPException)
+        if error.status_code == 400:  # FastAPI's answer to a body it cannot decode (not UTF-8): malformed
+            reply = {"detail": f"malformed request: {error.detail}", "errors": []}
+            return JSONResponse(reply, status_code=422)
+        return JSONResponse({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
+
     async def unexpected(request: Request, error: Exception) -> Response:
         return JSONResponse(_unexpected_reply(error), status_code=500)
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)
 
     # ---- sessions ---------------------------------------------------------------------------------
@@ -459,9 +545,20 @@ def create_app(
         return f"This is environment {manager.default_env_id()} (AgentGym-RL server)."
 
     @app.post("/create", response_model=P.CompatCreateReply, **compat)
-    async def compat_create(body: Annotated[dict[str, Any] | None, Body()] = None) -> dict[str, Any]:
-        """AgentGym's `/create`: a session of the first served id, reset to `data_idx` 0 (its body is ignored)."""
-        session = await manager.create(manager.default_env_id(), {})
+    async def compat_create(body: Annotated[dict[str, Any] | None, Body()] = None) -> Any:
+        """AgentGym's `/create`: a session of the first served id, reset to `data_idx` 0.
+
+        Body fields with a value are kwargs the client asks for, under the same rule as `POST /sessions`
+        (TextCraft's client sends `{"commands": null, "goal": null}`, which asks for nothing); a refusal
+        is answered as AgentGym's servers answer errors, `{"error": "..."}`, and makes no env.
+        """
+        wanted = {key: value for key, value in (body or {}).items() if value is not None}
+        try:
+            session = await manager.create(manager.default_env_id(), wanted)
+        except ApiError as error:
+            if error.status not in (403, 422):
+                raise
+            return JSONResponse({"error": error.detail, "error_type": error.error_type})
         manager.new_compat_id(session)
         try:
             reply = await compat_reset(session, 0)
@@ -479,16 +576,15 @@ def create_app(
     async def compat_step(body: P.CompatStepBody) -> Response:
         """AgentGym's `/step`: `done` is terminated or truncated, `score` the score so far."""
         session = compat_session(body.id)
-        reply = await manager.call(session, session.do_step, body.action)
-        step = P.StepResponse.model_validate_json(reply)
+        step = json.loads(await manager.call(session, session.do_step, body.action))
         return _json(
             wire.dumps(
                 {
-                    "observation": step.observation,
-                    "reward": step.reward,
-                    "score": float(step.info.get("score", 0.0)),
-                    "done": step.terminated or step.truncated,
-                    "info": step.info,
+                    "observation": step["observation"],
+                    "reward": step["reward"],
+                    "score": float(step["info"].get("score", 0.0)),
+                    "done": step["terminated"] or step["truncated"],
+                    "info": step["info"],
                 }
             )
         )
@@ -513,10 +609,16 @@ def create_app(
         max_body_bytes=max_body_bytes,
         session_routes={"reset": reset, "step": step, "expert/act": expert_act},
         batch=batch,
+        guard=RequestGuard(allowed_hosts, allowed_origins, _takes_no_body),
     )
     if token:
         _declare_bearer(app)
     return app
+
+
+def _takes_no_body(path: str) -> bool:
+    """POST routes that take no body: AgentGym's `/create` (its BabyAI client posts none), `/sessions/{id}/expert`."""
+    return path == "/create" or (path.startswith("/sessions/") and path.endswith("/expert"))
 
 
 def _declare_bearer(app: FastAPI) -> None:
@@ -534,6 +636,21 @@ def _declare_bearer(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+def resolve_token(token: str | None) -> str | None:
+    """The server's token: `token`, else `$AGENTGYM_TOKEN`, else None; an empty one is an error, not "no auth"."""
+    if token is None:
+        token = os.environ.get(wire.TOKEN_ENV_VAR)
+        where = f"${wire.TOKEN_ENV_VAR}"
+    else:
+        where = "--token"
+    if token is not None and not token.strip():
+        raise ValueError(
+            f"{where} is empty, which would leave the server unprotected: give a token (e.g. "
+            f"`python -c 'import secrets; print(secrets.token_urlsafe())'`), or unset {where} to serve without one"
+        )
+    return token
+
+
 def serve(
     env_ids: list[str],
     host: str = "127.0.0.1",
@@ -543,32 +660,48 @@ def serve(
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     ttl: float | None = DEFAULT_TTL,
     workers: int = DEFAULT_WORKERS,
+    env_kwargs: dict[str, dict[str, Any]] | None = None,
+    allowed_hosts: Collection[str] = (),
+    allowed_origins: Collection[str] = (),
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
     log_level: str = "warning",
 ) -> None:
     """Serve `env_ids` until interrupted (SIGINT/SIGTERM close every session before exiting).
 
-    `token` defaults to `$AGENTGYM_TOKEN`. Prints one line with the address once listening (port 0
-    picks a free port and prints it).
+    `token` defaults to `$AGENTGYM_TOKEN` (empty: an error). The server answers to the Host names of
+    `default_allowed_hosts(host)` and `allowed_hosts`. Prints one line with the address once
+    listening (port 0 picks a free port and prints it). Raises ValueError for a bad configuration.
     """
     import uvicorn
 
-    token = token or os.environ.get(wire.TOKEN_ENV_VAR) or None
-    app = create_app(env_ids, token=token, max_sessions=max_sessions, ttl=ttl, workers=workers)
+    token = resolve_token(token)
+    hosts = default_allowed_hosts(host) | set(allowed_hosts)
+    app = create_app(
+        env_ids,
+        token=token,
+        max_sessions=max_sessions,
+        ttl=ttl,
+        workers=workers,
+        env_kwargs=env_kwargs,
+        allowed_hosts=hosts,
+        allowed_origins=allowed_origins,
+    )
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level=log_level,
         access_log=False,
-        timeout_keep_alive=75,  # clients think for long between steps (a model generates)
         proxy_headers=False,  # no proxy in front by default; saves a middleware layer per request
         timeout_graceful_shutdown=10,
+        **uvicorn_options(header_timeout, body_timeout, keep_alive),
     )
     sock = config.bind_socket()
     sock.listen(config.backlog)  # connections wait in the backlog from now on, not refused until startup
     bound = sock.getsockname()[1]
-    loopback = host in ("127.0.0.1", "localhost", "::1")
-    if not loopback and not token:
+    if not is_loopback(host) and not token:
         print(
             f"warning: serving on {host} without --token: anyone who can reach port {bound} can run envs here",
             file=sys.stderr,

@@ -18,7 +18,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
@@ -27,16 +27,31 @@ from agentgym_envs.core import TextEnv, TextSpace
 from agentgym_envs.remote import wire
 from agentgym_envs.remote.workers import WorkerPool
 
+if TYPE_CHECKING:
+    from agentgym_envs.remote.policy import KwargsPolicy
+
 _log = logging.getLogger(__name__)
 
 #: Registered ids that are clients themselves; a server never serves them (no loops).
 REMOTE_PREFIX = "AgentGym/Remote"
 
 
+#: Longest `detail` of an error reply: an env's message may quote a megabyte action back.
+MAX_DETAIL_CHARS = 2000
+
+
+def bounded(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    """`text`, cut to `limit` characters with a note saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
 class ApiError(Exception):
     """An error reply: HTTP `status`, a human-readable `detail`, and the `error_type` a client maps back."""
 
     def __init__(self, status: int, detail: str, error_type: str | None = None):
+        detail = bounded(detail)
         super().__init__(detail)
         self.status = status
         self.detail = detail
@@ -112,10 +127,37 @@ class Session:
     expert: Any = None
     compat_id: int | None = None
     closed: bool = False
-    # The last numbered call and its reply: a client that retries after a dropped connection sends
-    # the same number again and gets the same reply instead of a second step.
+    # The last numbered call, what it was, and its reply: a client that retries after a dropped
+    # connection sends the same number again and gets the same reply instead of a second step.
     last_seq: int | None = None
+    last_call: tuple[Any, ...] | None = None
     last_reply: bytes | None = None
+
+    def replay(self, seq: int, call: tuple[Any, ...]) -> bytes | None:
+        """The reply of an earlier call numbered `seq` if this is its retry; None for a new call.
+
+        Raises ApiError 409 for a number already used by a different call or older than the last one,
+        rather than answering with another call's reply.
+        """
+        last = self.last_seq
+        if last is None or seq > last:
+            return None
+        if seq < last:
+            raise ApiError(
+                409,
+                f"call number {seq} of session {self.id} is older than its last call ({last}); numbers must "
+                "increase (a retry repeats the last number with the same call)",
+                "StaleCall",
+            )
+        if call != self.last_call:
+            raise ApiError(
+                409,
+                f"call number {seq} of session {self.id} was already used by a different call "
+                f"({self.last_call[0] if self.last_call else '?'}); a retry must repeat the same call, a new call "
+                "needs a new number",
+                "StaleCall",
+            )
+        return self.last_reply
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -216,6 +258,8 @@ class SessionManager:
         max_sessions: Sessions allowed at once; creating one more is answered 429.
         ttl: Seconds a session may stay idle before the reaper closes it (0 or None: never).
         workers: Threads for blocking env calls.
+        policy: The operator's kwargs and the check of a client's (default: no operator kwargs, a
+            client may pass only what each env declares safe for clients).
     """
 
     def __init__(
@@ -224,6 +268,7 @@ class SessionManager:
         max_sessions: int = 1024,
         ttl: float | None = 600.0,
         workers: int = 16,
+        policy: KwargsPolicy | None = None,
     ):
         if env_ids is not None:
             unknown = [env_id for env_id in env_ids if env_id not in gym.registry]
@@ -237,6 +282,14 @@ class SessionManager:
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
         self.env_ids = list(env_ids) if env_ids is not None else None
+        if policy is None:
+            from agentgym_envs.remote.policy import KwargsPolicy  # here: it imports this module's ApiError
+
+            policy = KwargsPolicy()
+        self.policy = policy
+        unserved = [env_id for env_id in self.policy.operator_kwargs if not self._serves(env_id)]
+        if unserved:
+            raise ValueError(f"env kwargs given for ids this server does not serve: {unserved}")
         self.max_sessions = max_sessions
         self.ttl = ttl if ttl and ttl > 0 else None
         self.pool = WorkerPool(workers)
@@ -260,13 +313,13 @@ class SessionManager:
         """The id a request without one gets (and the AgentGym-compatible routes serve): the first served."""
         return self.served()[0]
 
+    def _serves(self, env_id: str) -> bool:
+        if self.env_ids is not None:
+            return env_id in self.env_ids
+        return env_id in gym.registry and not env_id.startswith(REMOTE_PREFIX)
+
     def check_env_id(self, env_id: str) -> None:
-        allowed = (
-            env_id in self.env_ids
-            if self.env_ids is not None
-            else env_id in gym.registry and not env_id.startswith(REMOTE_PREFIX)
-        )
-        if not allowed:
+        if not self._serves(env_id):
             raise ApiError(404, f"env id {env_id!r} is not served here; served ids: {self.served()}", "UnknownEnvId")
 
     async def description(self, env_id: str) -> dict[str, Any]:
@@ -275,9 +328,9 @@ class SessionManager:
         if env_id not in self._descriptions:
 
             def probe() -> dict[str, Any]:
-                env = gym.make(env_id)
+                env = gym.make(env_id, **self.policy.operator(env_id))
                 try:
-                    return describe_env(env_id, env)
+                    return {**describe_env(env_id, env), "client_kwargs": self.policy.describe(env_id)}
                 finally:
                     env.close()
 
@@ -288,8 +341,10 @@ class SessionManager:
         return self._descriptions[env_id]
 
     # ---- lifecycle --------------------------------------------------------------------------------
-    async def create(self, env_id: str, kwargs: dict[str, Any]) -> Session:
+    async def create(self, env_id: str, client_kwargs: dict[str, Any]) -> Session:
+        """Make `env_id` with the operator's kwargs and those the client may choose (403/422 before any env is made)."""
         self.check_env_id(env_id)
+        kwargs = self.policy.kwargs_for(env_id, client_kwargs)
         if len(self.sessions) + self._pending >= self.max_sessions:
             idle = f"idle ones are closed after {self.ttl:g} s" if self.ttl else "this server does not reap idle ones"
             raise ApiError(
@@ -305,7 +360,7 @@ class SessionManager:
             def make() -> tuple[gym.Env, dict[str, Any]]:
                 env = gym.make(env_id, **kwargs)
                 try:
-                    return env, describe_env(env_id, env)
+                    return env, {**describe_env(env_id, env), "client_kwargs": self.policy.describe(env_id)}
                 except BaseException:
                     env.close()
                     raise
@@ -313,7 +368,9 @@ class SessionManager:
             try:
                 env, description = await self.pool.run(slot, make)
             except TypeError as error:
-                raise ApiError(422, f"cannot make {env_id} with kwargs {kwargs}: {error}", "TypeError") from error
+                raise ApiError(
+                    422, f"cannot make {env_id} with kwargs {client_kwargs}: {error}", "TypeError"
+                ) from error
             except Exception as error:
                 raise env_error(error, f"making {env_id}") from error
         except BaseException:
@@ -321,7 +378,7 @@ class SessionManager:
             raise
         finally:
             self._pending -= 1
-        session = Session(secrets.token_hex(8), env_id, kwargs, env, slot, description)
+        session = Session(secrets.token_hex(8), env_id, dict(client_kwargs), env, slot, description)
         self.sessions[session.id] = session
         return session
 
@@ -359,11 +416,12 @@ class SessionManager:
                 self.get(session.id)  # raises the 404 of a session that is gone
             session.last_used = time.monotonic()
             try:
-                if seq is not None and seq == session.last_seq:
-                    return session.last_reply
+                call = (fn.__name__, *args)
+                if seq is not None and (replayed := session.replay(seq, call)) is not None:
+                    return replayed
                 reply = await self.pool.run(session.slot, fn, *args)
                 if seq is not None:
-                    session.last_seq, session.last_reply = seq, reply
+                    session.last_seq, session.last_call, session.last_reply = seq, call, reply
                 return reply
             finally:
                 session.last_used = time.monotonic()
@@ -390,14 +448,16 @@ class SessionManager:
             out = []
             for i, session, call in items:
                 try:
-                    if call.seq is not None and call.seq == session.last_seq:
-                        reply = session.last_reply
-                    elif call.op == "step":
-                        reply = session.do_step(call.action)
+                    if call.op == "step":
+                        fn, args = session.do_step, (call.action,)
                     else:
-                        reply = session.do_reset(call.seed, call.options)
+                        fn, args = session.do_reset, (call.seed, call.options)
+                    key = (fn.__name__, *args)
+                    reply = session.replay(call.seq, key) if call.seq is not None else None
+                    if reply is None:
+                        reply = fn(*args)
                     if call.seq is not None:
-                        session.last_seq, session.last_reply = call.seq, reply
+                        session.last_seq, session.last_call, session.last_reply = call.seq, key, reply
                     out.append((i, b'{"ok":true,' + reply[1:]))
                 except ApiError as error:
                     out.append((i, _batch_error(error)))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import shutil
 import socket
@@ -41,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from py4j.protocol import escape_new_line, unescape_new_line
+
+from agentgym_envs.clientargs import check_number
 
 #: Marks our JVMs on their command line as `-Dagentgym.sciworld.owner=<python pid>`.
 OWNER_PROPERTY = "agentgym.sciworld.owner"
@@ -142,11 +145,19 @@ class ScienceWorldJVM:
         java: str | None = None,
         timeout_s: float = 120.0,
     ):
+        if heap is not None and (not isinstance(heap, str) or not re.fullmatch(r"[1-9][0-9]{0,12}[kKmMgG]?", heap)):
+            raise ValueError(f"heap must be a JVM size such as '512m' or '2g' (-Xmx), or None, got {heap!r:.80}")
+        if isinstance(java_options, str) or any(not isinstance(o, str) or not o.startswith("-") for o in java_options):
+            raise ValueError(
+                f"java_options must be a list of JVM options each starting with '-', got {java_options!r:.200}"
+            )
+        if java is not None and not isinstance(java, (str, os.PathLike)):
+            raise TypeError(f"java must be the path of a java executable, got {type(java).__name__}")
         self.heap = heap
-        self.deterministic = deterministic
+        self.deterministic = bool(deterministic)
         self.java_options = tuple(java_options)
         self.java = java
-        self.timeout_s = timeout_s
+        self.timeout_s = check_number("timeout_s", timeout_s, 0.1, 86_400)
         self._process: subprocess.Popen | None = None
         self._socket: socket.socket | None = None
         self._reader: Any = None

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from agentgym_envs.clientargs import SubsetOf
 from agentgym_envs.core import TextEnv
 from agentgym_envs.sciworld import tasks as T
 from agentgym_envs.sciworld.backend import ScienceWorldJVM, SciWorldBackendError
@@ -106,6 +107,9 @@ class SciWorldEnv(TextEnv):
     )
 
     def __init__(
+    #: A remote client may choose the task types; the JVM's settings are the operator's (agentgym_envs.clientargs).
+    client_kwargs = {**TextEnv.client_kwargs, "task_names": SubsetOf(tuple(T.TASK_TYPES))}
+
         self,
         task_names: Sequence[str] | None = None,
         heap: str | None = "512m",
@@ -120,7 +124,7 @@ class SciWorldEnv(TextEnv):
             names = tuple(T.TASK_TYPES)
         else:
             names = (task_names,) if isinstance(task_names, str) else tuple(task_names)
-        unknown = [name for name in names if name not in T.TASK_TYPES]
+        unknown = [name for name in names if not isinstance(name, str) or name not in T.TASK_TYPES]
         if unknown or not names:
             raise ValueError(f"unknown ScienceWorld task types {unknown}; choose from {list(T.TASK_TYPES)}")
         self.task_names = names

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agentgym_envs.clientargs import IntRange, SubsetOf, check_int
 from agentgym_envs.core import TextEnv, normalise_action
 from agentgym_envs.textcraft import tasks as T
 from agentgym_envs.textcraft.commands import MAX_DISTRACTORS, commands_block
@@ -87,6 +88,13 @@ class TextCraftEnv(TextEnv):
         "Action: craft 1 blue dye using 1 lapis lazuli"
     )
 
+    #: A remote client may choose the goal depths and the number of distractors (agentgym_envs.clientargs).
+    client_kwargs = {
+        **TextEnv.client_kwargs,
+        "depths": SubsetOf(T.DEPTHS),
+        "max_distractors": IntRange(0, 50),
+    }
+
     def __init__(
         self,
         depths: tuple[int, ...] | list[int] | int = T.DEPTHS,
@@ -95,11 +103,9 @@ class TextCraftEnv(TextEnv):
     ):
         super().__init__(render_mode=render_mode)
         self.depths = (depths,) if isinstance(depths, int) else tuple(depths)
-        if not self.depths or any(d not in T.DEPTHS for d in self.depths):
-            raise ValueError(f"depths must be a non-empty subset of {list(T.DEPTHS)}, got {depths!r}")
-        if max_distractors < 0:
-            raise ValueError(f"max_distractors must be >= 0, got {max_distractors}")
-        self.max_distractors = max_distractors
+        if not self.depths or any(isinstance(d, bool) or d not in T.DEPTHS for d in self.depths):
+            raise ValueError(f"depths must be a non-empty subset of {list(T.DEPTHS)}, got {depths!r:.80}")
+        self.max_distractors = check_int("max_distractors", max_distractors, 0, 1000)
         self.book = load_recipe_book()
         self._task_lists = {split: T.tasks(split, self.depths) for split in self.splits}
         self._goal = ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
+from agentgym_envs.clientargs import ClientKwarg, IntRange, check_int, check_number
 from agentgym_envs.core import TextEnv
 from agentgym_envs.webarena.actions import ACTION_HELP, ActionError, parse_action
 from agentgym_envs.webarena.browser import find_chromium, get_manager
@@ -124,11 +125,28 @@ class WebArenaEnv(TextEnv):
         timeout_ms: float = 3000,
         navigation_timeout_ms: float = 30000,
         render_mode: str | None = None,
+    #: A remote client may choose the episode length and the page budget; task configs, site URLs, origins,
+    #: the browser, the judge and timeouts are the operator's (agentgym_envs.clientargs).
+    client_kwargs: ClassVar[dict[str, ClientKwarg]] = {
+        **TextEnv.client_kwargs,
+        "max_steps": IntRange(1, 50),
+        "max_tree_chars": IntRange(1000, 40_000),
+    }
+
     ):
         # The page part is bounded by max_tree_chars, every other part by the _MAX_* limits above.
         super().__init__(render_mode=render_mode, max_observation_length=max(1 << 17, max_tree_chars + 12_000))
-        if max_steps < 1 or max_tree_chars < 200:
-            raise ValueError(f"need max_steps >= 1 and max_tree_chars >= 200, got {max_steps} and {max_tree_chars}")
+        check_int("max_steps", max_steps, 1, 10_000)
+        check_int("max_tree_chars", max_tree_chars, 200, 1_000_000)
+        check_number("timeout_ms", timeout_ms, 1, 600_000)
+        check_number("navigation_timeout_ms", navigation_timeout_ms, 1, 600_000)
+        bad_urls = {
+            site: url for site, url in (site_urls or {}).items() if not isinstance(url, str) or origin_of(url) is None
+        }
+        if bad_urls:
+            raise ValueError(
+                f"site_urls must map site names to http(s) URLs such as 'http://127.0.0.1:7770', got {bad_urls}"
+            )
         if config_dir is None:
             self.catalog = TaskCatalog.bundled()
             self._embedded: EmbeddedSites | None = EmbeddedSites()

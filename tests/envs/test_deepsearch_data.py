@@ -31,34 +31,6 @@ def test_cache_root_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert D.cache_root(tmp_path / "arg") == tmp_path / "arg"
 
 
-def test_build_once_builds_once_and_survives_a_lost_race(tmp_path: Path) -> None:
-    calls = []
-
-    def build(tmp: Path) -> None:
-        calls.append(tmp)
-        (tmp / "x").write_text("mine")
-
-    target = tmp_path / "artifact"
-    assert D.build_once(target, build) == target and (target / "x").read_text() == "mine"
-    D.build_once(target, build)
-    assert len(calls) == 1
-
-    def racing(tmp: Path) -> None:  # another process finishes the same artifact first
-        (tmp / "x").write_text("loser")
-        (tmp.parent / "raced").mkdir()
-        (tmp.parent / "raced" / "x").write_text("winner")
-
-    assert (D.build_once(tmp_path / "raced", racing) / "x").read_text() == "winner"
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left behind
-
-    def failing(tmp: Path) -> None:
-        raise ValueError("broken corpus")
-
-    with pytest.raises(ValueError, match="broken corpus"):
-        D.build_once(tmp_path / "never", failing)
-    assert not (tmp_path / "never").exists()
-
-
 # ---- corpora ------------------------------------------------------------------------------------------
 def test_user_corpus_is_memory_mapped_and_cached(tmp_path: Path) -> None:
     corpus = tmp_path / "wiki.jsonl"
@@ -100,6 +72,7 @@ def test_synthetic_corpus_is_written_once(tmp_path: Path) -> None:
     assert sorted(p.name for p in directory.iterdir()) == [
         "corpus.jsonl",
         "corpus.rows.npy",
+        "manifest.json",
         "questions-test.jsonl",
         "questions-test.rows.npy",
         "questions-train.jsonl",

@@ -86,6 +86,9 @@ def new_session(http: httpx.Client, env_id: str = BABYAI, **kwargs: Any) -> str:
     return reply.json()["session_id"]
 
 
+JSON = {"content-type": "application/json"}
+
+
 def error(reply: httpx.Response, status: int) -> str:
     """The reply's `detail` after checking its status; every error is JSON with a readable detail."""
     assert reply.status_code == status, (reply.status_code, reply.text[:300])
@@ -181,7 +184,7 @@ def test_faults_get_the_right_status_and_the_server_stays_healthy(http) -> None:
     assert "body.action" in error(http.post(f"/sessions/{sid}/step", json={}), 422)
     assert "body.action" in error(http.post(f"/sessions/{sid}/step", json={"action": 7}), 422)
     assert "body.actoin" in error(http.post(f"/sessions/{sid}/step", json={"action": "x", "actoin": "y"}), 422)
-    assert error(http.post(f"/sessions/{sid}/step", content=b"[1, 2]"), 422)
+    assert error(http.post(f"/sessions/{sid}/step", content=b"[1, 2]", headers=JSON), 422)
 
     megabyte = http.post(f"/sessions/{sid}/step", json={"action": "x" * 1_000_000})
     assert megabyte.status_code == 200 and megabyte.json()["info"]["valid_action"] is False
@@ -193,7 +196,8 @@ def test_faults_get_the_right_status_and_the_server_stays_healthy(http) -> None:
     assert "unknown session" in error(http.get("/sessions/nope"), 404)
     unknown = error(http.post("/sessions", json={"env_id": "AgentGym/NoSuch-v0"}), 404)
     assert "not served here" in unknown and BABYAI in unknown and PROBE in unknown
-    assert "cannot make" in error(http.post("/sessions", json={"env_id": BABYAI, "kwargs": {"colour": 1}}), 422)
+    refused = error(http.post("/sessions", json={"env_id": BABYAI, "kwargs": {"colour": 1}}), 403)
+    assert "'colour' is not one a client may choose" in refused and "show_actions" in refused
     assert error(http.get("/no/such/route"), 404) == "Not Found"
 
     probe = new_session(http, PROBE)

@@ -1,0 +1,109 @@
+"""Read timeouts for the server's connections, which uvicorn does not have.
+
+uvicorn closes a keep-alive connection that stays idle after a reply, but a connection that sends
+nothing, or half a request head, or a body a byte at a time, is kept open forever: enough of them
+exhaust the server's file descriptors and memory. `timed_protocol` wraps uvicorn's HTTP protocol
+class with two deadlines: the request head must arrive within `header_timeout` of the connection
+opening (or of its first byte after a reply), and the body within `body_timeout` of the head. A
+connection past either is answered 408 (when no reply is under way) and closed. Both are checked by
+timers armed on phase changes, so a request costs a few attribute reads, not a timer per chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_BODY_TIMEOUT = 60.0
+#: A client's model may think for a minute between steps; the connection waits that long, idle.
+DEFAULT_KEEP_ALIVE = 75.0
+
+_TIMEOUT_REPLY = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"content-length: %d\r\n\r\n%s"
+)
+
+_HEAD, _BODY = "head", "body"
+
+
+def timed_protocol(header_timeout: float = DEFAULT_HEADER_TIMEOUT, body_timeout: float = DEFAULT_BODY_TIMEOUT) -> type:
+    """uvicorn's HTTP protocol class (httptools, else h11) with head and body read deadlines."""
+    if header_timeout <= 0 or body_timeout <= 0:
+        raise ValueError(f"read timeouts must be positive, got header {header_timeout} and body {body_timeout}")
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+    except ImportError:  # httptools is not installed: the pure-Python parser
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base
+
+    class TimedHTTPProtocol(base):  # type: ignore[valid-type, misc]
+        limits = {_HEAD: header_timeout, _BODY: body_timeout}
+
+        def connection_made(self, transport: Any) -> None:
+            self._read_timer: asyncio.TimerHandle | None = None
+            self._read_phase: str | None = None
+            super().connection_made(transport)
+            self._arm(_HEAD)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._watch()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._watch(after_reply=True)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _watch(self, after_reply: bool = False) -> None:
+            """Arm the deadline of the phase the connection is in: a head or a body being read, or none."""
+            cycle = self.cycle
+            if cycle is None or cycle.response_complete:
+                # Between requests: after a reply, uvicorn's keep-alive timer waits for the first byte;
+                # once bytes of a head have come, the head deadline runs.
+                if after_reply:
+                    self._disarm()
+                elif self._read_phase != _HEAD:
+                    self._arm(_HEAD)
+            elif cycle.more_body:
+                if self._read_phase != _BODY:
+                    self._arm(_BODY)
+            elif self._read_phase is not None:
+                self._disarm()
+
+        def _arm(self, phase: str) -> None:
+            self._disarm()
+            self._read_phase = phase
+            self._read_timer = self.loop.call_later(self.limits[phase], self._expire, phase)
+
+        def _disarm(self) -> None:
+            if self._read_timer is not None:
+                self._read_timer.cancel()
+            self._read_timer, self._read_phase = None, None
+
+        def _expire(self, phase: str) -> None:
+            self._read_timer, self._read_phase = None, None
+            transport = self.transport
+            if transport.is_closing():
+                return
+            cycle = self.cycle
+            if cycle is None or cycle.response_complete or not cycle.response_started:  # say why before closing
+                body = b'{"detail":"the request %s did not arrive within %g s","error_type":"RequestTimeout"}' % (
+                    phase.encode(),
+                    self.limits[phase],
+                )
+                transport.write(_TIMEOUT_REPLY % (len(body), body))
+            transport.close()
+
+    return TimedHTTPProtocol
+
+
+def uvicorn_options(
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
+) -> dict[str, Any]:
+    """The `uvicorn.Config` options of every AgentGym server: the timed protocol and the keep-alive timeout."""
+    return {"http": timed_protocol(header_timeout, body_timeout), "timeout_keep_alive": keep_alive}
