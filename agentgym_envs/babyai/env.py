@@ -101,12 +101,6 @@ class BabyAIEnv(TextEnv):
         "Your reply: The red ball is in view, so I can walk to it.\nAction: go to red ball 1"
     )
 
-    def __init__(
-        self,
-        levels: tuple[str, ...] | list[str] | str = L.AGENTGYM_LEVELS,
-        show_actions: bool = True,
-        render_mode: str | None = None,
-    ):
     #: A remote client may choose levels and whether actions are listed (agentgym_envs.clientargs).
     client_kwargs = {
         **TextEnv.client_kwargs,
@@ -114,21 +108,27 @@ class BabyAIEnv(TextEnv):
         "show_actions": Flag(),
     }
 
+    def __init__(
+        self,
+        levels: tuple[str, ...] | list[str] | str = L.AGENTGYM_LEVELS,
+        show_actions: bool = True,
+        render_mode: str | None = None,
+    ):
         super().__init__(render_mode=render_mode)
+        if not isinstance(levels, (str, tuple, list)):
+            raise TypeError(f"levels must be a level name or a list of them, got {type(levels).__name__}")
         self.levels = (levels,) if isinstance(levels, str) else tuple(levels)
         unknown = [level for level in self.levels if not isinstance(level, str) or level not in L.MINIGRID_IDS]
         if unknown or not self.levels:
             raise ValueError(f"unknown BabyAI levels {unknown}; choose from {sorted(L.MINIGRID_IDS)}")
+        if not isinstance(show_actions, bool):
+            raise TypeError(f"show_actions must be True or False, got {show_actions!r:.80}")
         self.show_actions = show_actions
         self._backends: dict[str, MiniGridEnv] = {}
-        if not isinstance(levels, (str, tuple, list)):
-            raise TypeError(f"levels must be a level name or a list of them, got {type(levels).__name__}")
         self._mg: MiniGridEnv | None = None
         self._memory: ObjectMemory | None = None
         self._task_lists: dict[str, list[str]] = {}
 
-        if not isinstance(show_actions, bool):
-            raise TypeError(f"show_actions must be True or False, got {show_actions!r:.80}")
     # ---- tasks ----------------------------------------------------------------------------------
     def tasks(self, split: str = "train") -> list[str]:
         if split not in L.SPLIT_SEEDS:

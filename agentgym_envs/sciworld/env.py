@@ -106,10 +106,10 @@ class SciWorldEnv(TextEnv):
         "Action: open door to kitchen"
     )
 
-    def __init__(
     #: A remote client may choose the task types; the JVM's settings are the operator's (agentgym_envs.clientargs).
     client_kwargs = {**TextEnv.client_kwargs, "task_names": SubsetOf(tuple(T.TASK_TYPES))}
 
+    def __init__(
         self,
         task_names: Sequence[str] | None = None,
         heap: str | None = "512m",

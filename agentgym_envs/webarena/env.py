@@ -112,6 +112,14 @@ class WebArenaEnv(TextEnv):
     )
     splits: ClassVar[tuple[str, ...]] = ("train", "test")
 
+    #: A remote client may choose the episode length and the page budget; task configs, site URLs, origins,
+    #: the browser, the judge and timeouts are the operator's (agentgym_envs.clientargs).
+    client_kwargs: ClassVar[dict[str, ClientKwarg]] = {
+        **TextEnv.client_kwargs,
+        "max_steps": IntRange(1, 50),
+        "max_tree_chars": IntRange(1000, 40_000),
+    }
+
     def __init__(
         self,
         config_dir: str | os.PathLike[str] | None = None,
@@ -125,14 +133,6 @@ class WebArenaEnv(TextEnv):
         timeout_ms: float = 3000,
         navigation_timeout_ms: float = 30000,
         render_mode: str | None = None,
-    #: A remote client may choose the episode length and the page budget; task configs, site URLs, origins,
-    #: the browser, the judge and timeouts are the operator's (agentgym_envs.clientargs).
-    client_kwargs: ClassVar[dict[str, ClientKwarg]] = {
-        **TextEnv.client_kwargs,
-        "max_steps": IntRange(1, 50),
-        "max_tree_chars": IntRange(1000, 40_000),
-    }
-
     ):
         # The page part is bounded by max_tree_chars, every other part by the _MAX_* limits above.
         super().__init__(render_mode=render_mode, max_observation_length=max(1 << 17, max_tree_chars + 12_000))
