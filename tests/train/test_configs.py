@@ -1,0 +1,59 @@
+"""The packaged paper and accelerate configs load, validate and say what the paper's scripts say (no model)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+import yaml
+
+import agentgym_envs  # noqa: F401
+from agentgym_train.commands import DEFAULT_CONFIG
+from agentgym_train.pipeline import load_configs
+from agentgym_train.scheduler import PRESETS
+
+CONFIGS = DEFAULT_CONFIG.parent
+GPUS = 8
+#: AgentGym-RL's examples/train/ScalingInter-RL/<task>_train.sh: train_batch_size (tasks per rollout),
+#: rollout.n, ppo_mini_batch_size (tasks per update), ppo_epochs, rollout.max_tokens, max_response_length
+PAPER = {
+    "babyai": (32, 4, 8, 2, 512, 8192),
+    "sciworld": (16, 8, 8, 1, 200, 8192),
+    "deepsearch": (32, 4, 8, 2, 512, 8192),
+    "textcraft": (32, 8, 8, 2, 512, 10240),
+    "webarena": (32, 4, 4, 2, 512, 14098),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(PAPER))
+def test_paper_config_matches_the_papers_script(scenario: str) -> None:
+    path = CONFIGS / "paper" / f"{scenario}.yaml"
+    raw = yaml.safe_load(path.read_text())
+    assert raw["bf16"] is True and raw["use_vllm"] is True  # GPU settings, switched off below to parse on CPU
+    pipeline, args = load_configs(path, ["--bf16", "false"])
+    tasks, n, mini, epochs, turn_tokens, budget = PAPER[scenario]
+    horizons, every = PRESETS[scenario]
+
+    assert args.env_id in gym.registry
+    assert (pipeline.max_turn_schedule, pipeline.max_turn_every) == (list(horizons), every)
+    assert (args.learning_rate, args.beta, args.temperature) == (1e-6, 0.001, 1.0)
+    assert (args.max_turn_tokens, args.max_completion_length, args.num_generations) == (turn_tokens, budget, n)
+    # one rollout batch on 8 GPUs is `tasks` tasks x n episodes; one update sees `mini` tasks
+    assert args.generation_batch_size * GPUS == tasks * n
+    assert args.per_device_train_batch_size * args.gradient_accumulation_steps * GPUS == mini * n
+    assert args.num_iterations == epochs
+    updates_per_rollout = args.steps_per_generation * args.num_iterations // args.gradient_accumulation_steps
+    assert args.max_steps == len(horizons) * every * updates_per_rollout  # the whole schedule, counted in rollouts
+
+
+@pytest.mark.parametrize("name", ["ddp", "fsdp", "zero2", "zero3"])
+def test_accelerate_configs_load(name: str) -> None:
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    config = load_config_from_file(str(CONFIGS / "accelerate" / f"{name}.yaml"))  # refuses unknown keys
+    assert config.num_processes == GPUS and config.mixed_precision == "bf16"
+    expected = {"ddp": "MULTI_GPU", "fsdp": "FSDP", "zero2": "DEEPSPEED", "zero3": "DEEPSPEED"}[name]
+    assert config.distributed_type.value == expected
+    if name.startswith("zero"):
+        assert config.deepspeed_config["zero_stage"] == int(name[-1])
+    if name == "fsdp":
+        assert config.fsdp_config["fsdp_version"] == 2
