@@ -121,7 +121,9 @@ def measure_raw(clicks: int = 20) -> dict[str, float]:
     times = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=find_chromium(), headless=True, args=list(LAUNCH_ARGS))
-        page = browser.new_context(proxy={"server": sites.proxy}).new_page()
+        context = browser.new_context(proxy={"server": sites.proxy})
+        context.add_cookies(sites.cookies())  # the shop answers only a context with its secret
+        page = context.new_page()
         for i in range(clicks):
             page.goto("http://shop.test/category/kitchen" if i % 2 else "http://shop.test/orders")
             snapshot = page.aria_snapshot(mode="ai")
@@ -146,7 +148,9 @@ def measure_browser_per_env(n: int) -> float:
         browsers = []
         for _ in range(n):
             browser = pw.chromium.launch(executable_path=find_chromium(), headless=True, args=list(LAUNCH_ARGS))
-            browser.new_context(proxy={"server": sites.proxy}).new_page().goto("http://shop.test/")
+            context = browser.new_context(proxy={"server": sites.proxy})
+            context.add_cookies(sites.cookies())
+            context.new_page().goto("http://shop.test/")
             browsers.append(browser)
         pids = []
         for browser in browsers:

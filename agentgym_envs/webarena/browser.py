@@ -147,6 +147,13 @@ class BrowserManager:
             self._launch(executable)
         return self._browser, relaunched
 
+    def discard(self) -> None:
+        """Stop the browser (found dead though it looked alive); the next `browser()` relaunches it.
+        Browser thread only."""
+        self._check_thread()
+        _log.warning("Chromium exited unexpectedly (crash or kill); relaunching it")
+        self._stop()
+
     def connected(self) -> bool:
         """Whether the browser is up. Browser thread only."""
         return self._browser is not None and self._browser.is_connected()

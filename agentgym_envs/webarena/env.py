@@ -14,7 +14,13 @@ from agentgym_envs.webarena.evaluators import Evaluation, Helper, evaluate
 from agentgym_envs.webarena.judge import Judge, judge_from_environment
 from agentgym_envs.webarena.observation import previous_window_start, window
 from agentgym_envs.webarena.safety import OriginPolicy, origin_of
-from agentgym_envs.webarena.session import BrowserFailure, BrowserSession, InvalidAction, unknown_element
+from agentgym_envs.webarena.session import (
+    BrowserFailure,
+    BrowserSession,
+    InvalidAction,
+    is_closed_error,
+    unknown_element,
+)
 from agentgym_envs.webarena.sites import EmbeddedSites
 from agentgym_envs.webarena.tasks import Task, TaskCatalog, site_urls_from_environment
 
@@ -25,6 +31,13 @@ _MAX_URL = 300
 _MAX_TABS = 20
 _MAX_OBJECTIVE = 4000
 _MAX_RESULT = 1000
+
+
+def _raise_if_dead(session: BrowserSession, error: Exception) -> None:
+    """`BrowserFailure` from `error` when the session's browser or page is gone; otherwise nothing."""
+    reason = session.failure_reason(error)
+    if reason is not None:
+        raise BrowserFailure(reason) from error
 
 
 def _short(text: str, limit: int) -> str:
@@ -209,7 +222,8 @@ class WebArenaEnv(TextEnv):
             self._manager.acquire()
             self._acquired = True
         self._close_session()
-        self._session, self._view = self._manager.call(self._open, executable, policy, resolved, storage_state)
+        cookies = self._embedded.cookies() if self._embedded is not None else None
+        self._session, self._view = self._manager.call(self._open, executable, policy, resolved, storage_state, cookies)
         self._current = resolved
         self._steps, self._offset, self._previous = 0, 0, "None"
         info = {
@@ -221,25 +235,43 @@ class WebArenaEnv(TextEnv):
         }
         return self._render(""), info
 
-    def _open(self, executable: str, policy: OriginPolicy, task: Task, storage_state: Any) -> tuple[Any, Any]:
-        """Browser thread: a fresh context with the task's start pages, and its first view."""
-        browser, _ = self._manager.browser(executable)
-        session = BrowserSession(
-            browser,
-            policy,
-            proxy=self._embedded.proxy if self._embedded is not None else None,
-            storage_state=storage_state,
-            geolocation=task.config.get("geolocation"),
-            timeout_ms=self.timeout_ms,
-            navigation_timeout_ms=self.navigation_timeout_ms,
-        )
-        try:
-            session.open(task.start_urls)
-            session.settle()
-            return session, session.view()
-        except (InvalidAction, BrowserFailure) as error:
-            session.close()
-            raise RuntimeError(f"task {task.task_id}: could not open its start page: {error}") from error
+    def _open(
+        self, executable: str, policy: OriginPolicy, task: Task, storage_state: Any, cookies: list[dict] | None
+    ) -> tuple[Any, Any]:
+        """Browser thread: a fresh context with the task's start pages, and its first view.
+
+        A browser that died while no call touched it still looks alive; the first attempt then fails,
+        and the dead browser is discarded and relaunched for a second one.
+        """
+        retried = False
+        while True:
+            browser, _ = self._manager.browser(executable)
+            session = None
+            try:
+                session = BrowserSession(
+                    browser,
+                    policy,
+                    proxy=self._embedded.proxy if self._embedded is not None else None,
+                    cookies=cookies,
+                    storage_state=storage_state,
+                    geolocation=task.config.get("geolocation"),
+                    timeout_ms=self.timeout_ms,
+                    navigation_timeout_ms=self.navigation_timeout_ms,
+                    launch=self._manager.launches,
+                )
+                session.open(task.start_urls)
+                session.settle()
+                return session, session.view()
+            except Exception as error:
+                if session is not None:
+                    session.close()
+                if not retried and (not browser.is_connected() or is_closed_error(error)):
+                    retried = True
+                    self._manager.discard()
+                    continue
+                if isinstance(error, (InvalidAction, BrowserFailure)):
+                    raise RuntimeError(f"task {task.task_id}: could not open its start page: {error}") from error
+                raise
 
     def _step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._previous = _short(action, _MAX_ACTION_ECHO) or "(empty)"
@@ -275,16 +307,51 @@ class WebArenaEnv(TextEnv):
 
     def _act(self, parsed: Any) -> tuple[str, bool, Any]:
         """Browser thread: carry out the action, let the page settle, look at it again."""
+        session = self._usable_session()
         try:
-            message, valid = self._session.run(parsed, self._view.tree), True
-        except InvalidAction as error:
-            message, valid = str(error), False
-        self._session.settle()
-        view = self._session.view()
-        blocked = self._session.blocked_message()  # after the view: a download is reported late
+            try:
+                message, valid = session.run(parsed, self._view.tree), True
+            except InvalidAction as error:
+                message, valid = str(error), False
+            session.settle()
+            view = session.view()
+        except BrowserFailure:
+            raise
+        except Exception as error:
+            _raise_if_dead(session, error)
+            raise
+        blocked = session.blocked_message()  # after the view: a download is reported late
         if blocked is not None:
             message, valid = blocked, False
         return message, valid, view
+
+    def _evaluate(self, answer: str) -> Evaluation:
+        """Browser thread: score the episode with its final state."""
+        assert self._current is not None
+        session = self._usable_session()
+        try:
+            return evaluate(self._current.config, answer, session, self.judge, self.helpers)
+        except BrowserFailure:
+            raise
+        except Exception as error:
+            _raise_if_dead(session, error)
+            raise
+
+    def _usable_session(self) -> BrowserSession:
+        """Browser thread: the episode's session, or `BrowserFailure` when its browser is gone.
+
+        Every env of the process shares the browser: after it died, the first env to reset relaunches
+        it, and the other envs' sessions still point at the dead one, which must not be touched.
+        """
+        session = self._session
+        if session is None:
+            raise BrowserFailure("the browser session is closed")
+        if session.launch != self._manager.launches:
+            raise BrowserFailure("the browser exited (crash or kill) and was relaunched for another episode")
+        reason = session.failure_reason()
+        if reason is not None:
+            raise BrowserFailure(reason)
+        return session
 
     def _counters(self) -> dict[str, Any]:
         session = self._session
@@ -303,9 +370,7 @@ class WebArenaEnv(TextEnv):
     def _finish(self, answer: str, result: str, truncated: bool) -> tuple[str, float, bool, bool, dict[str, Any]]:
         assert self._current is not None
         try:
-            evaluation: Evaluation = self._manager.call(
-                evaluate, self._current.config, answer, self._session, self.judge, self.helpers
-            )
+            evaluation: Evaluation = self._manager.call(self._evaluate, answer)
         except BrowserFailure as failure:
             return self._fail(f"{failure} (while evaluating)")
         score = evaluation.score
@@ -385,7 +450,13 @@ class WebArenaEnv(TextEnv):
     def _close_session(self) -> None:
         if self._session is not None:
             session, self._session = self._session, None
-            self._manager.call(session.close)
+            self._manager.call(self._close_on_browser_thread, session)
+
+    def _close_on_browser_thread(self, session: BrowserSession) -> None:
+        # A session of a browser that was relaunched since went with it; its objects belong to a
+        # stopped Playwright and are not touched.
+        if session.launch == self._manager.launches:
+            session.close()
 
     def close(self) -> None:
         self._close_session()

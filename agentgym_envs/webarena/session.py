@@ -37,6 +37,11 @@ class PageView:
     tree: Tree
 
 
+def is_closed_error(error: BaseException) -> bool:
+    """Whether Playwright's `error` says that the page, the context or the browser is gone."""
+    return any(marker in str(error) for marker in _CLOSED_MARKERS)
+
+
 def unknown_element(tree: Tree, element_id: int) -> str:
     """Why `element_id` cannot be acted on: the page has no such id."""
     span = f"ids go from 1 to {len(tree.refs)}" if tree.refs else "this page has no elements with ids"
@@ -58,10 +63,13 @@ class BrowserSession:
         browser: The shared Playwright `Browser`.
         policy: The origins this task may reach; everything else is blocked by routing.
         proxy: Route every request through this HTTP proxy (the embedded sites' server).
+        cookies: Cookies to set on the context before any page opens (the embedded sites' secret).
         storage_state: Playwright storage state (cookies) to start logged in.
         geolocation: WebArena's `geolocation` (latitude, longitude) for the context.
         timeout_ms: Limit for one element action (click, type, ...).
         navigation_timeout_ms: Limit for loading a page.
+        launch: Which launch of the shared browser `browser` is (`BrowserManager.launches`), so that a
+            session of a browser that was since relaunched is known dead without touching it.
     """
 
     def __init__(
@@ -70,10 +78,12 @@ class BrowserSession:
         policy: OriginPolicy,
         *,
         proxy: str | None = None,
+        cookies: list[dict[str, Any]] | None = None,
         storage_state: Path | None = None,
         geolocation: dict[str, float] | None = None,
         timeout_ms: float = 3000,
         navigation_timeout_ms: float = 30000,
+        launch: int = 0,
     ):
         options: dict[str, Any] = {"viewport": VIEWPORT, "accept_downloads": False, "service_workers": "block"}
         if proxy:
@@ -84,6 +94,8 @@ class BrowserSession:
             options["geolocation"] = geolocation
             options["permissions"] = ["geolocation"]
         self.policy = policy
+        self.browser = browser
+        self.launch = launch
         self.timeout_ms = timeout_ms
         self.navigation_timeout_ms = navigation_timeout_ms
         self.pages: list[Any] = []
@@ -95,6 +107,8 @@ class BrowserSession:
         self.failure: str | None = None
         self._internal_pages: set[Any] = set()
         self.context = browser.new_context(**options)
+        if cookies:
+            self.context.add_cookies(cookies)
         self.context.set_default_timeout(timeout_ms)
         self.context.set_default_navigation_timeout(navigation_timeout_ms)
         self.context.route(policy.blocked_pattern(), self._block_request)
@@ -169,8 +183,20 @@ class BrowserSession:
             raise InvalidAction(f"could not load {url[:200]}: {_reason(error)}") from None
 
     def _check_alive(self, error: Exception) -> None:
-        if self.failure or any(marker in str(error) for marker in _CLOSED_MARKERS):
-            raise BrowserFailure(self.failure or _reason(error)) from error
+        reason = self.failure_reason(error)
+        if reason is not None:
+            raise BrowserFailure(reason) from error
+
+    def failure_reason(self, error: BaseException | None = None) -> str | None:
+        """Why this session cannot go on (its page crashed, the browser is gone, `error` says it is
+        closed), or None while it is usable."""
+        if self.failure:
+            return self.failure
+        if not self.browser.is_connected():
+            return "the browser exited (crash or kill)"
+        if error is not None and is_closed_error(error):
+            return _reason(error)
+        return None
 
     # ---- observation ----------------------------------------------------------------------------
     def settle(self) -> None:

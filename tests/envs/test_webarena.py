@@ -3,10 +3,13 @@ their expert, database restore, safety routing, shared browser with isolated con
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,7 @@ import pytest
 from helpers import expert_rollout
 
 from agentgym_envs.webarena.env import WebArenaEnv
-from agentgym_envs.webarena.sites.server import EmbeddedServer
+from agentgym_envs.webarena.sites.server import SECRET_COOKIE, EmbeddedServer
 from agentgym_envs.webarena.sites.shop.app import create_app
 from agentgym_envs.webarena.sites.shop.db import ShopDB
 from agentgym_wrappers import MultiTurnWrapper
@@ -172,6 +175,46 @@ def test_database_is_restored_on_every_reset(env: WebArenaEnv) -> None:
     step(env, "goto [http://shop.test/orders/1007]")
     assert page_eval(env, "document.querySelector('.order-status').textContent") == "Pending"
     assert env.step("stop []")[1] == 0
+
+
+def test_hostile_input_gets_a_page_that_says_what_was_wrong(env: WebArenaEnv) -> None:
+    env.reset(options={"task_id": "0"})
+    observation, info = step(env, f"goto [http://shop.test/orders/{'9' * 5000}]")
+    assert info["valid_action"] and "Page not found" in observation and "There is no such order" in observation
+    step(env, "goto [http://shop.test/product/EL-1001]")
+    observation, info = step(env, f"type [{element(env, 'spinbutton', 'Quantity')}] [{2**64}] [0]")
+    observation, info = step(env, f"click [{element(env, 'button', 'Add to Cart')}]")
+    assert "The quantity must be from 1 to 999." in observation and "Cart (1)" in observation
+    observation, _ = step(env, f"type [{element(env, 'searchbox', 'Search products')}] [%]")
+    assert "No products match your search." in observation
+
+
+def test_only_the_episodes_own_browser_context_reaches_the_shop(env: WebArenaEnv) -> None:
+    env.reset(options={"task_id": "14"})  # cancel order #1007
+    shop = env._embedded
+    (old,) = shop.cookies()
+    cookies = env._manager.call(lambda: env._session.context.cookies())
+    assert [(c["name"], c["value"], c["httpOnly"]) for c in cookies] == [(SECRET_COOKIE, old["value"], True)]
+    assert page_eval(env, "document.cookie") == ""  # the page's scripts cannot read the secret
+    host, port = shop.proxy.removeprefix("http://").split(":")
+    for target in ("http://shop.test/orders/1007/cancel", "/orders/1007/cancel"):  # as a proxy, as a server
+        for cookie in ("", f"{SECRET_COOKIE}=guess"):
+            conn = http.client.HTTPConnection(host, int(port), timeout=5)
+            conn.request("POST", target, headers={"Host": "shop.test", "Cookie": cookie})
+            assert conn.getresponse().status == 403
+            conn.close()
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": shop.proxy}))
+    with pytest.raises(urllib.error.HTTPError, match="403"):
+        opener.open("http://shop.test/cart/add", data=b"sku=EL-1001&qty=3", timeout=5)
+    assert shop._databases[0].order(1007)["status"] == "Pending" and len(shop._databases[0].cart()) == 1
+    rollout = expert_rollout(env, options={"task_id": "14"})  # a new episode, a new secret
+    assert rollout["info"]["success"]
+    (new,) = shop.cookies()
+    assert new["value"] != old["value"]
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    conn.request("GET", "/cart", headers={"Host": "shop.test", "Cookie": f"{SECRET_COOKIE}={old['value']}"})
+    assert conn.getresponse().status == 403  # the previous episode's secret is void
+    conn.close()
 
 
 def test_max_steps_truncates_and_evaluates_the_final_page() -> None:

@@ -52,6 +52,47 @@ def test_a_killed_browser_ends_the_episode_clearly_and_the_next_reset_relaunches
         env.close()
 
 
+def kill_browser(env: WebArenaEnv) -> int:
+    pid = env.browser_pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: not alive(pid))
+    return pid
+
+
+def assert_failed(step: tuple) -> None:
+    """The episode ended as documented for a browser failure: truncated, score 0, `info["error"]`."""
+    observation, reward, terminated, truncated, info = step
+    assert (reward, terminated, truncated, info["score"], info["success"]) == (0, False, True, 0, False)
+    assert info["error"].startswith("browser failure") and "ends here with score 0" in observation
+
+
+def test_every_env_sharing_a_killed_browser_ends_its_episode_cleanly_and_resets() -> None:
+    a, b, c = WebArenaEnv(), WebArenaEnv(), WebArenaEnv()
+    try:
+        a.reset(options={"task_id": "0"})
+        b.reset(options={"task_id": "0"})
+        pid = kill_browser(a)
+        # The first call after the kill is a fresh env's reset: it relaunches the browser while a and b
+        # still hold contexts of the dead one.
+        assert "URL: http://shop.test/" in c.reset(options={"task_id": "0"})[0]
+        assert c.browser_pid() not in (None, pid)
+        assert_failed(a.step("click [10]"))
+        assert_failed(b.step("stop [$34.99]"))  # the evaluation needs the browser too
+        a.reset(options={"task_id": "0"})
+        kill_browser(c)  # now a and c step on the dead browser before anyone resets
+        assert_failed(a.step("scroll [down]"))
+        assert_failed(c.step("click [10]"))
+        for env in (a, b, c):
+            env.reset(options={"task_id": "0"})
+            assert env.step("stop [$34.99]")[1] == 1
+        assert a.browser_pid() == b.browser_pid() == c.browser_pid()  # still one shared browser
+    finally:
+        for env in (a, b, c):
+            env.close()
+            env.close()
+
+
 CHILD = """
 import sys, threading, time
 sys.path.insert(0, {tests!r})

@@ -1,23 +1,35 @@
-"""The embedded shop (no browser): pages, state changes, restoring the seed, and the host dispatcher."""
+"""The embedded shop (no browser): pages, state changes, hostile input, restoring the seed, the host
+dispatcher and the episode secret."""
 
 from __future__ import annotations
 
 import html as html_module
+import http.client
 import re
+import socket
+import urllib.error
+import urllib.request
+from urllib.parse import quote
 
 import pytest
 from starlette.testclient import TestClient
 
 from agentgym_envs.webarena.sites import EmbeddedSites
-from agentgym_envs.webarena.sites.server import HostDispatcher
-from agentgym_envs.webarena.sites.shop.app import create_app
-from agentgym_envs.webarena.sites.shop.db import ShopDB, money
+from agentgym_envs.webarena.sites.server import SECRET_COOKIE, HostDispatcher
+from agentgym_envs.webarena.sites.shop.app import MAX_QUERY, create_app
+from agentgym_envs.webarena.sites.shop.db import MAX_QUANTITY, ShopDB, money
+
+SECRET = "test-secret"
 
 
 @pytest.fixture()
 def shop() -> tuple[TestClient, ShopDB]:
     db = ShopDB()
-    client = TestClient(HostDispatcher({"shop.test": create_app(db)}), base_url="http://shop.test")
+    client = TestClient(
+        HostDispatcher({"shop.test": create_app(db)}, secret=SECRET),
+        base_url="http://shop.test",
+        cookies={SECRET_COOKIE: SECRET},
+    )
     yield client, db
     db.close()
 
@@ -87,21 +99,129 @@ def test_dispatcher_serves_proxy_style_requests_for_its_hosts_only(shop: tuple[T
     assert client.get("/cart", headers={"host": "shop.test:80"}).status_code == 200
 
 
-def test_embedded_sites_run_on_a_loopback_port_and_stop() -> None:
-    import socket
+def state(db: ShopDB) -> tuple:
+    """Everything an agent can change in the shop."""
+    return db.cart(), db.orders(), db.reviews("OU-3001"), db.customer()
 
+
+LONG_NUMBER = "9" * 5000  # longer than Python's int-parsing limit
+#: Values no field or id accepts: long and overflowing numbers, non-ASCII digits, signs, NUL, wildcards.
+HOSTILE = [LONG_NUMBER, str(2**63), str(2**64), "1" + "0" * 30, "\u00b2", "\u0661\u0662", "-1", "1e3", "0x10", " ", "",
+           "\x00", "%", "_", "%_", "1.5", "+3"]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=lambda v: repr(v[:12]))
+def test_hostile_input_gets_a_4xx_page_and_changes_nothing(shop: tuple[TestClient, ShopDB], value: str) -> None:
+    client, db = shop
+    before = state(db)
+    quoted = quote(value, safe="") or "%20"  # an empty path segment is another URL (/orders/ redirects to /orders)
+    refused = {
+        "order": client.get(f"/orders/{quoted}"),
+        "cancel": client.post(f"/orders/{quoted}/cancel"),
+        "product": client.get(f"/product/{quoted}"),
+        "category": client.get(f"/category/{quoted}"),
+        "add": client.post("/cart/add", data={"sku": "EL-1001", "qty": value}),
+        "update": client.post("/cart/update", data={"qty_KI-2001": value}),
+        "review": client.post("/product/OU-3001/review", data={"rating": value, "title": "t", "body": "b"}),
+    }
+    for name, response in refused.items():
+        assert response.status_code in (400, 404, 422), (name, response.status_code)
+        assert response.headers["content-type"].startswith("text/html") and "Loopback Market" in response.text
+    assert state(db) == before
+    assert client.get("/search", params={"q": value}).status_code == (422 if len(value) > MAX_QUERY else 200)
+    assert client.get("/orders", params={"status": value}).status_code == 200
+    assert client.get("/cart").status_code == 200
+
+
+def test_over_long_fields_get_a_422_page_that_says_the_limit(shop: tuple[TestClient, ShopDB]) -> None:
+    client, db = shop
+    before = state(db)
+    address = {"name": "A", "street": "1 Road", "city": "Town", "zip": "1" * 21, "shipping": "Express"}
+    review = {"rating": "5", "title": "Cold", "body": "x" * 5001}
+    for response, limit in (
+        (client.post("/checkout", data=address), "ZIP code can be at most 20 characters"),
+        (client.post("/account/address", data={"street": "s" * 201, "city": "c", "zip": "1"}), "street can be at"),
+        (client.post("/product/OU-3001/review", data=review), "review can be at most 5000 characters"),
+        (client.get("/search", params={"q": "lamp " * MAX_QUERY}), f"at most {MAX_QUERY} characters"),
+    ):
+        assert response.status_code == 422 and limit in text(response.text)
+    assert state(db) == before
+
+
+def test_the_cart_holds_at_most_the_limit_of_one_product_and_never_breaks(shop: tuple[TestClient, ShopDB]) -> None:
+    client, db = shop
+    for _ in range(2):  # twice 2**62 overflowed SQLite's integers: a REAL quantity broke every cart page
+        response = client.post("/cart/add", data={"sku": "EL-1001", "qty": str(2**62)})
+        assert response.status_code == 422 and f"must be from 1 to {MAX_QUANTITY}" in text(response.text)
+    assert client.post("/cart/add", data={"sku": "EL-1001", "qty": str(MAX_QUANTITY)}).status_code == 200
+    response = client.post("/cart/add", data={"sku": "EL-1001", "qty": "1"})
+    assert response.status_code == 422 and f"holds {MAX_QUANTITY} of this one" in text(response.text)
+    response = client.post("/cart/update", data={"qty_KI-2001": "3", "qty_EL-1001": str(MAX_QUANTITY + 1)})
+    assert response.status_code == 422 and "quantity of Nimbus Wireless Mouse must be from 0" in text(response.text)
+    assert [(i["sku"], i["qty"]) for i in db.cart()] == [("KI-2001", 1), ("EL-1001", MAX_QUANTITY)]  # all or nothing
+    assert f"Cart ({MAX_QUANTITY + 1})" in text(client.get("/cart").text)
+    address = {"name": "A", "street": "1 Road", "city": "Town", "zip": "1", "shipping": "Standard"}
+    assert "Grand total: $24,988.76" in text(client.post("/checkout", data=address).text)
+
+
+def test_search_matches_words_literally(shop: tuple[TestClient, ShopDB]) -> None:
+    client, _ = shop
+    for query in ("%", "_", "m_use", "%mouse", "mouse%", "w%s"):  # LIKE made these wildcards
+        assert "No products match" in client.get("/search", params={"q": query}).text, query
+    assert "Nimbus Wireless Mouse" in text(client.get("/search", params={"q": "MOUSE wireless mouse"}).text)
+
+
+def test_requests_without_the_episode_secret_get_403_and_change_nothing(shop: tuple[TestClient, ShopDB]) -> None:
+    _, db = shop
+    before = state(db)
+    app = HostDispatcher({"shop.test": create_app(db)}, secret=SECRET)
+    for cookies in ({}, {SECRET_COOKIE: "wrong"}, {SECRET_COOKIE: SECRET + "x"}, {"other": SECRET}):
+        client = TestClient(app, base_url="http://shop.test", cookies=cookies)
+        assert client.get("/cart").status_code == 403
+        assert client.post("/orders/1007/cancel").status_code == 403
+        assert client.post("/cart/add", data={"sku": "EL-1001", "qty": "2"}).status_code == 403
+    assert state(db) == before
+    app.secret = "renewed"
+    assert TestClient(app, base_url="http://shop.test", cookies={SECRET_COOKIE: SECRET}).get("/").status_code == 403
+    assert TestClient(app, base_url="http://shop.test", cookies={SECRET_COOKIE: "renewed"}).get("/").status_code == 200
+
+
+def proxy_request(proxy: str, method: str, target: str, cookie: str | None = None, body: str = "") -> int:
+    """Send one request to the embedded server as a local process would; return the status."""
+    host, port = proxy.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    headers = {"Host": "shop.test", "Content-Type": "application/x-www-form-urlencoded"}
+    if cookie is not None:
+        headers["Cookie"] = f"{SECRET_COOKIE}={cookie}"
+    try:
+        conn.request(method, target, body=body, headers=headers)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_embedded_sites_run_on_a_loopback_port_answer_only_their_secret_and_stop() -> None:
     sites = EmbeddedSites()
     sites.start()
     try:
         assert sites.urls == {"shopping": "http://shop.test"}
         host, port = sites.proxy.removeprefix("http://").split(":")
         assert host == "127.0.0.1"
-        with socket.create_connection((host, int(port)), timeout=5) as conn:  # a browser's proxy request
-            conn.sendall(b"GET http://shop.test/cart HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n")
-            reply = b""
-            while chunk := conn.recv(65536):
-                reply += chunk
-        assert reply.startswith(b"HTTP/1.1 200") and b"Shopping Cart" in reply
+        (cookie,) = sites.cookies()
+        assert cookie["url"] == "http://shop.test" and cookie["httpOnly"]
+        db = sites._databases[0]
+        before = state(db)
+        for target in ("http://shop.test/orders/1007/cancel", "/orders/1007/cancel"):  # proxy and origin form
+            assert proxy_request(sites.proxy, "POST", target) == 403
+            assert proxy_request(sites.proxy, "POST", target, cookie="guess") == 403
+        with pytest.raises(urllib.error.HTTPError, match="403"):
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": sites.proxy}))
+            opener.open("http://shop.test/cart", data=b"sku=EL-1001&qty=3", timeout=5)
+        assert state(db) == before
+        assert proxy_request(sites.proxy, "GET", "http://shop.test/cart", cookie=cookie["value"]) == 200
+        sites.restore()  # a new episode: the previous secret no longer works
+        assert proxy_request(sites.proxy, "GET", "http://shop.test/cart", cookie=cookie["value"]) == 403
+        assert proxy_request(sites.proxy, "GET", "/cart", cookie=sites.cookies()[0]["value"]) == 200
     finally:
         sites.stop()
     with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=2):

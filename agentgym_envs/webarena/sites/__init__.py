@@ -2,11 +2,14 @@
 
 Each site has a WebArena site name (the `sites` entry and `__SITE__` placeholder of a task config)
 and a stable origin under the reserved `.test` domain. `EmbeddedSites` runs them for one env: one
-database per site (restored at every reset) and one loopback server for all of them.
+database per site (restored at every reset) and one loopback server for all of them. The server
+answers only the env's own browser context: every reset makes a new secret, which the context
+carries as a cookie (`cookies()`); any other request gets 403.
 """
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +40,7 @@ class EmbeddedSites:
         self.sites = [SITES[name] for name in names]
         self._databases: list[Any] = []
         self._server: Any = None
+        self._dispatcher: Any = None
 
     @property
     def urls(self) -> dict[str, str]:
@@ -49,6 +53,24 @@ class EmbeddedSites:
         if self._server is None:
             raise RuntimeError("the embedded sites are not running; call start() first")
         return f"http://127.0.0.1:{self._server.port}"
+
+    def cookies(self) -> list[dict[str, Any]]:
+        """The cookies (Playwright's `add_cookies` format) that let a browser context reach the sites
+        until the next `restore()`."""
+        from agentgym_envs.webarena.sites.server import SECRET_COOKIE
+
+        if self._dispatcher is None:
+            raise RuntimeError("the embedded sites are not running; call start() first")
+        return [
+            {
+                "name": SECRET_COOKIE,
+                "value": self._dispatcher.secret,
+                "url": site.origin,
+                "httpOnly": True,
+                "sameSite": "Lax",
+            }
+            for site in self.sites
+        ]
 
     def start(self) -> None:
         """Build the databases and start the server (once)."""
@@ -64,12 +86,16 @@ class EmbeddedSites:
                 db = ShopDB()
                 self._databases.append(db)
                 apps[site.host] = create_app(db)
-        server = EmbeddedServer(HostDispatcher(apps))
+        self._dispatcher = HostDispatcher(apps, secret=secrets.token_urlsafe(32))
+        server = EmbeddedServer(self._dispatcher)
         server.start()
         self._server = server
 
     def restore(self) -> None:
-        """Put every site's data back to its seed state."""
+        """Start a new episode: a new secret (the previous episode's browser context is locked out
+        first), then every site's data back to its seed state."""
+        if self._dispatcher is not None:
+            self._dispatcher.secret = secrets.token_urlsafe(32)
         for db in self._databases:
             db.restore()
 
@@ -77,7 +103,7 @@ class EmbeddedSites:
         """Stop the server and drop the databases (idempotent)."""
         if self._server is not None:
             self._server.stop()
-            self._server = None
+            self._server = self._dispatcher = None
         for db in self._databases:
             db.close()
         self._databases.clear()

@@ -3,10 +3,15 @@
 The browser reaches it as an HTTP proxy (Playwright's per-context `proxy` setting), so pages carry
 stable origins such as `http://shop.test` whatever port the server got: observations, reference
 URLs and evaluations do not depend on the port, and two processes see the same text.
+
+The port is open to every local process, so the server answers only requests that carry the
+episode's secret in a cookie (`SECRET_COOKIE`), which the env sets on its own browser context and
+renews at every reset: another process cannot read or change an episode's state.
 """
 
 from __future__ import annotations
 
+import hmac
 import socket
 import threading
 import time
@@ -18,6 +23,22 @@ import uvicorn
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+#: The cookie that carries the episode's secret.
+SECRET_COOKIE = "agentgym_episode"
+_FORBIDDEN = (
+    b"<!doctype html><title>Forbidden</title><h1>Forbidden</h1>"
+    b"<p>This site answers only the browser of the episode it belongs to.</p>"
+)
+
+
+def cookie_value(header: bytes, name: str) -> bytes | None:
+    """The value of cookie `name` in a `Cookie` request header, or None."""
+    prefix = name.encode() + b"="
+    for part in header.split(b";"):
+        part = part.strip()
+        if part.startswith(prefix):
+            return part[len(prefix) :]
+    return None
 
 
 class HostDispatcher:
@@ -25,19 +46,34 @@ class HostDispatcher:
 
     A browser talking to a proxy sends absolute-form targets (`GET http://shop.test/cart HTTP/1.1`);
     these are turned back into an origin-form path. A host that is not one of the sites gets 403:
-    the server never forwards anything anywhere.
+    the server never forwards anything anywhere. A request without the current `secret` in the
+    `SECRET_COOKIE` cookie gets 403 before any site sees it.
+
+    Args:
+        apps: Host name -> the site's ASGI app.
+        secret: The episode's secret; assign a new one to `secret` to lock out the previous episode.
     """
 
-    def __init__(self, apps: dict[str, ASGIApp]):
+    def __init__(self, apps: dict[str, ASGIApp], secret: str):
         self.apps = {host.lower(): app for host, app in apps.items()}
+        self.secret = secret
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return  # no websockets, and lifespan is off
-        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        headers = dict(scope.get("headers") or [])
+        given = cookie_value(headers.get(b"cookie", b""), SECRET_COOKIE)
+        if given is None or not hmac.compare_digest(given, self.secret.encode()):
+            await _reply(send, 403, "text/html; charset=utf-8", _FORBIDDEN)
+            return
+        host = headers.get(b"host", b"").decode("latin-1")
         path: str = scope["path"]
         if path.startswith(("http://", "https://")):
-            target = urlsplit(path)
+            try:
+                target = urlsplit(path)
+            except ValueError:  # e.g. an unclosed IPv6 bracket
+                await _reply(send, 400, "text/plain", b"malformed request target")
+                return
             host, path = target.netloc, target.path or "/"
             raw = bytes(scope.get("raw_path") or path.encode())
             raw_path = b"/" + raw.split(b"/", 3)[3] if raw.count(b"/") >= 3 else b"/"
@@ -45,10 +81,15 @@ class HostDispatcher:
         app = self.apps.get(host.lower().removesuffix(":80"))
         if app is None:
             body = f"this server only serves {', '.join(sorted(self.apps))}".encode()
-            await send({"type": "http.response.start", "status": 403, "headers": [(b"content-type", b"text/plain")]})
-            await send({"type": "http.response.body", "body": body})
+            await _reply(send, 403, "text/plain", body)
             return
         await app(scope, receive, send)
+
+
+async def _reply(send: Any, status: int, content_type: str, body: bytes) -> None:
+    headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 class EmbeddedServer:

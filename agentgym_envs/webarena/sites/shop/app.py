@@ -1,9 +1,14 @@
 """Loopback Market: a small shop (Starlette + Jinja2 + SQLite) with search, categories, product
 pages and reviews, a cart, checkout, orders and an account page. No JavaScript: every change is a
-plain form POST answered by a redirect, so pages are deterministic and render fast."""
+plain form POST answered by a redirect, so pages are deterministic and render fast.
+
+Input is checked as a real shop checks it: a malformed value gets a 400 page, a well-formed one out of
+bounds (a quantity over the cart's limit, an over-long field or query) a 422 page, an unknown id a 404
+page; each says what was wrong, and nothing changes. No input gets a 500."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
@@ -13,9 +18,55 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from agentgym_envs.webarena.sites.shop.db import SHIPPING, SORTS, ShopDB, money
+from agentgym_envs.webarena.sites.shop.db import MAX_QUANTITY, SHIPPING, SORTS, ShopDB, money
 
 SITE_NAME = "Loopback Market"
+#: The longest search query, in characters.
+MAX_QUERY = 200
+#: The longest value of each text field of the forms, in characters, and its name in error messages.
+MAX_TEXT = {
+    "nickname": (60, "nickname"),
+    "title": (200, "title"),
+    "body": (5000, "review"),
+    "name": (100, "full name"),
+    "street": (200, "street"),
+    "city": (100, "city"),
+    "zip": (20, "ZIP code"),
+}
+_WHOLE_NUMBER = re.compile(r"[0-9]+")
+_ORDER_NUMBER = re.compile(r"[0-9]{1,9}")  # shorter than SQLite's 64-bit integers and Python's parsing limit
+
+
+class Refused(Exception):
+    """Input the shop does not accept: the HTTP status (400 malformed, 422 out of bounds) and why."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def parse_quantity(text: str, least: int, what: str = "The quantity") -> int:
+    """`text` as a quantity from `least` to `MAX_QUANTITY`, or `Refused` saying what is allowed."""
+    if not _WHOLE_NUMBER.fullmatch(text):
+        raise Refused(400, f"{what} must be a whole number from {least} to {MAX_QUANTITY}.")
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_QUANTITY)) or not least <= int(digits) <= MAX_QUANTITY:
+        raise Refused(422, f"{what} must be from {least} to {MAX_QUANTITY}.")
+    return int(digits)
+
+
+def check_lengths(data: dict[str, str], *keys: str) -> None:
+    """`Refused` (422) when a field of `data` is longer than its `MAX_TEXT` limit."""
+    for key in keys:
+        limit, label = MAX_TEXT[key]
+        if len(data.get(key, "")) > limit:
+            raise Refused(422, f"The {label} can be at most {limit} characters long.")
+
+
+def order_number(text: str) -> int | None:
+    """An order number from a URL, or None when `text` cannot be one."""
+    return int(text) if _ORDER_NUMBER.fullmatch(text) else None
 
 
 def create_app(db: ShopDB) -> Starlette:
@@ -58,6 +109,16 @@ def create_app(db: ShopDB) -> Starlette:
     async def search(request: Request) -> Response:
         query = request.query_params.get("q", "").strip()
         sort = request.query_params.get("sort", "")
+        if len(query) > MAX_QUERY:
+            return page(
+                "listing.html",
+                status_code=422,
+                title="Search",
+                query=query[:MAX_QUERY],
+                products=[],
+                sort_links=[],
+                error=f"Search queries can be at most {MAX_QUERY} characters long.",
+            )
         return page(
             "listing.html",
             title=f"Search results for '{query}'",
@@ -89,17 +150,22 @@ def create_app(db: ShopDB) -> Starlette:
         sku = request.path_params["sku"]
         data = await form(request)
         rating = data.get("rating", "")
-        if db.product(sku) is None:
+        found = db.product(sku)
+        if found is None:
             return not_found("product")
-        if not (data.get("title") and data.get("body") and rating[:1] in "12345" and rating[:1]):
+        try:
+            if not (data.get("title") and data.get("body") and rating in ("1", "2", "3", "4", "5")):
+                raise Refused(400, "Please give a rating, a title and a review.")
+            check_lengths(data, "nickname", "title", "body")
+        except Refused as refused:
             return page(
                 "product.html",
-                status_code=400,
-                product=db.product(sku),
+                status_code=refused.status,
+                product=found,
                 reviews=db.reviews(sku),
-                error="Please give a rating, a title and a review.",
+                error=refused.message,
             )
-        db.add_review(sku, data.get("nickname") or db.customer()["name"], int(rating[0]), data["title"], data["body"])
+        db.add_review(sku, data.get("nickname") or db.customer()["name"], int(rating), data["title"], data["body"])
         return back_to(f"/product/{sku}")
 
     async def cart(request: Request) -> Response:
@@ -108,26 +174,42 @@ def create_app(db: ShopDB) -> Starlette:
 
     async def cart_add(request: Request) -> Response:
         data = await form(request)
-        sku, qty = data.get("sku", ""), data.get("qty", "1")
-        if db.product(sku) is None:
+        sku = data.get("sku", "")
+        found = db.product(sku)
+        if found is None:
             return not_found("product")
-        if not qty.isdigit() or int(qty) < 1:
+        try:
+            qty = parse_quantity(data.get("qty", "1"), least=1)
+            held = next((item["qty"] for item in db.cart() if item["sku"] == sku), 0)
+            if held + qty > MAX_QUANTITY:
+                raise Refused(
+                    422, f"The cart can hold at most {MAX_QUANTITY} of one product; it holds {held} of this one."
+                )
+        except Refused as refused:
             return page(
                 "product.html",
-                status_code=400,
-                product=db.product(sku),
+                status_code=refused.status,
+                product=found,
                 reviews=db.reviews(sku),
-                error="The quantity must be a whole number of at least 1.",
+                error=refused.message,
             )
-        db.add_to_cart(sku, int(qty))
+        db.add_to_cart(sku, qty)
         return back_to("/cart")
 
     async def cart_update(request: Request) -> Response:
         data = await form(request)
-        for item in db.cart():
-            qty = data.get(f"qty_{item['sku']}", str(item["qty"]))
-            if qty.isdigit():
-                db.set_cart_quantity(item["sku"], int(qty))
+        items = db.cart()
+        try:
+            quantities = {
+                item["sku"]: parse_quantity(data[key], least=0, what=f"The quantity of {item['name']}")
+                for item in items
+                if (key := f"qty_{item['sku']}") in data
+            }
+        except Refused as refused:
+            total = sum(item["subtotal"] for item in items)
+            return page("cart.html", status_code=refused.status, items=items, total=total, error=refused.message)
+        for sku, qty in quantities.items():
+            db.set_cart_quantity(sku, qty)
         return back_to("/cart")
 
     async def cart_remove(request: Request) -> Response:
@@ -149,22 +231,23 @@ def create_app(db: ShopDB) -> Starlette:
         items = db.cart()
         fields = [data.get(key, "") for key in ("name", "street", "city", "zip")]
         method = data.get("shipping", "")
-        error = None
-        if not items:
-            error = "Your cart is empty."
-        elif method not in SHIPPING:
-            error = "Please choose a shipping method."
-        elif not all(fields):
-            error = "Please fill in every field of the shipping address."
-        if error:
+        try:
+            if not items:
+                raise Refused(400, "Your cart is empty.")
+            if method not in SHIPPING:
+                raise Refused(400, "Please choose a shipping method.")
+            if not all(fields):
+                raise Refused(400, "Please fill in every field of the shipping address.")
+            check_lengths(data, "name", "street", "city", "zip")
+        except Refused as refused:
             return page(
                 "checkout.html",
-                status_code=400,
+                status_code=refused.status,
                 items=items,
                 customer=db.customer(),
                 shipping=SHIPPING,
                 total=sum(item["subtotal"] for item in items),
-                error=error,
+                error=refused.message,
             )
         number = db.place_order(method, *fields)
         return back_to(f"/orders/{number}")
@@ -182,17 +265,17 @@ def create_app(db: ShopDB) -> Starlette:
         return back_to(f"/orders/{db.latest_order_number()}")
 
     async def order(request: Request) -> Response:
-        number = request.path_params["number"]
-        found = db.order(int(number)) if number.isdigit() else None
+        number = order_number(request.path_params["number"])
+        found = db.order(number) if number is not None else None
         if found is None:
             return not_found("order")
         return page("order.html", order=found)
 
     async def cancel_order(request: Request) -> Response:
-        number = request.path_params["number"]
-        if not number.isdigit() or db.order(int(number)) is None:
+        number = order_number(request.path_params["number"])
+        if number is None or db.order(number) is None:
             return not_found("order")
-        db.cancel_order(int(number))
+        db.cancel_order(number)
         return back_to(f"/orders/{number}")
 
     async def account(request: Request) -> Response:
@@ -204,13 +287,12 @@ def create_app(db: ShopDB) -> Starlette:
     async def save_address(request: Request) -> Response:
         data = await form(request)
         fields = [data.get(key, "") for key in ("street", "city", "zip")]
-        if not all(fields):
-            return page(
-                "address.html",
-                status_code=400,
-                customer=db.customer(),
-                error="Please fill in the street, the city and the ZIP code.",
-            )
+        try:
+            if not all(fields):
+                raise Refused(400, "Please fill in the street, the city and the ZIP code.")
+            check_lengths(data, "street", "city", "zip")
+        except Refused as refused:
+            return page("address.html", status_code=refused.status, customer=db.customer(), error=refused.message)
         db.update_address(*fields)
         return back_to("/account")
 

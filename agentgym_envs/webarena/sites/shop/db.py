@@ -10,6 +10,8 @@ from typing import Any
 #: The shop's "today": orders placed during an episode carry this date, so pages are deterministic.
 TODAY = "2024-05-01"
 SHIPPING = {"Standard": 500, "Express": 1500}
+#: The most of one product a cart may hold (the cart table's CHECK constraint says the same).
+MAX_QUANTITY = 999
 SORTS = {
     "": ("Relevance", "p.name"),
     "price_asc": ("Price: low to high", "p.price, p.name"),
@@ -73,12 +75,15 @@ class ShopDB:
         )
 
     def search(self, query: str, sort: str = "") -> list[dict[str, Any]]:
-        """Products whose name or description holds every word of `query` (case-insensitive)."""
-        words = query.lower().split()
+        """Products whose name or description holds every word of `query` (case-insensitive).
+
+        Words match literally: `instr`, unlike `LIKE`, gives `%` and `_` no special meaning.
+        """
+        words = list(dict.fromkeys(query.lower().split()))
         if not words:
             return []
-        where = " AND ".join("(LOWER(p.name) LIKE ? OR LOWER(p.description) LIKE ?)" for _ in words)
-        args = tuple(arg for word in words for arg in (f"%{word}%", f"%{word}%"))
+        where = " AND ".join("(instr(LOWER(p.name), ?) > 0 OR instr(LOWER(p.description), ?) > 0)" for _ in words)
+        args = tuple(arg for word in words for arg in (word, word))
         return self._products(where, args, sort)
 
     def in_category(self, slug: str, sort: str = "") -> list[dict[str, Any]]:
