@@ -6,11 +6,12 @@ steps run concurrently in a thread pool. An episode's tokens are one append-only
     prompt_ids      the chat template over [system, first observation] with the generation prompt
     completion_ids  reply 1 (as sampled, with its end-of-turn token) | observation 2 rendered as the
                     next user turn (the template's text between the end-of-turn token and the next
-                    generation prompt) | reply 2 | ... | reply n (ends on the model's EOS)
+                    generation prompt) | reply 2 | ... | reply n (ends on one of the model's end tokens)
     env_mask        1 on the sampled tokens, 0 on the env's
     logprobs        the sampler's log-probability of each sampled token (0.0 where the env spoke)
 
-Sampled ids are never decoded and re-encoded; only the new observation is tokenized. The
+Sampled ids are never decoded and re-encoded; only the new observation is tokenized (how each turn
+is rendered, and end tokens other than the template's end-of-turn token: `agentgym_train.templates`). The
 `max_completion_length` budget covers every turn: when the next observation plus a full reply
 (`max_turn_tokens`) would not fit, the episode ends at that turn boundary (`budget_truncated`).
 
@@ -29,6 +30,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentgym_train.templates import ChatRenderer
 from agentgym_wrappers import MultiTurnWrapper
 
 logger = logging.getLogger(__name__)
@@ -76,56 +78,6 @@ class Episode:
     @property
     def done(self) -> bool:
         return self.terminated or self.truncated or self.budget_truncated or self.env_error is not None
-
-
-class ChatRenderer:
-    """Renders chats with a tokenizer's chat template, the pieces the rollout needs as token ids.
-
-    The template must be prefix-preserving over user/assistant turns (Qwen's and the tiny model's
-    are): rendering one more user turn only appends text.
-    """
-
-    _PROBE_REPLY = "PROBE REPLY"
-
-    def __init__(self, tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = None):
-        self.tokenizer = tokenizer
-        self.kwargs = dict(chat_template_kwargs or {})
-        eos = tokenizer.eos_token
-        if eos is None:
-            raise ValueError("the tokenizer has no eos_token; the assistant's end-of-turn token must be its EOS")
-        self.eos_token_id: int = tokenizer.eos_token_id
-        self._eos_text = eos
-
-    def render(self, messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=add_generation_prompt, **self.kwargs
-        )
-
-    def encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        """The first prompt: the chat so far and the generation prompt."""
-        return self.encode(self.render(messages, add_generation_prompt=True))
-
-    def observation_ids(self, observation: str, role: str = "user", closed: bool = True) -> list[int]:
-        """Tokens from right after the model's end-of-turn token to the next generation prompt.
-
-        `closed=False` (the reply was cut at `max_turn_tokens` without EOS) also emits the
-        end-of-turn token itself, which the model then did not sample.
-        """
-        head = [{"role": "user", "content": "PROBE"}, {"role": "assistant", "content": self._PROBE_REPLY}]
-        before = self.render(head, add_generation_prompt=False)
-        after = self.render([*head, {"role": role, "content": observation}], add_generation_prompt=True)
-        anchor = self._PROBE_REPLY + self._eos_text
-        cut = before.rfind(anchor)
-        if cut < 0 or not after.startswith(before[: cut + len(anchor)]):
-            raise ValueError(
-                "the chat template is not prefix-preserving (a new turn rewrites earlier text) or does not end "
-                "assistant turns with the tokenizer's eos_token; multi-turn token-in/token-out needs both"
-            )
-        start = cut + len(self._PROBE_REPLY) + (len(self._eos_text) if closed else 0)
-        return self.encode(after[start:])
 
 
 def hf_generate_fn(
@@ -262,7 +214,7 @@ class RolloutEngine:
     rule (`MultiTurnGRPOTrainer` drops its whole group from the loss).
 
     Args:
-        tokenizer: The model's tokenizer (with a chat template; its EOS ends an assistant turn).
+        tokenizer: The model's tokenizer, with a chat template (see `agentgym_train.templates`).
         max_turns: Turn limit per episode (None: each env's default). A plain attribute: the
             max-turn scheduler changes it between rollouts.
         max_completion_length: Token budget for everything after the prompt, all turns together.
@@ -270,7 +222,9 @@ class RolloutEngine:
         env_kwargs: Keyword arguments for `gym.make` (e.g. `{"show_actions": False}` for BabyAI).
         system_prompt: Overrides the scenario's system prompt.
         num_env_workers: Env calls that run at once (each on a thread of its own).
-        eos_token_ids: Tokens that end a reply (default: the tokenizer's EOS).
+        eos_token_ids: Tokens that end a reply besides the template's end-of-turn token (default: the
+            tokenizer's EOS; trainers pass the generation config's end tokens).
+        chat_template_kwargs: Template variables, e.g. `{"enable_thinking": False}` for Qwen3.
         env_timeout: Seconds one env call may take (making the env and resetting it count as one
             call); None: no limit.
     """
@@ -302,7 +256,7 @@ class RolloutEngine:
         self.max_turn_tokens = max_turn_tokens
         self.env_kwargs = dict(env_kwargs or {})
         self.system_prompt = system_prompt
-        self.eos_token_ids = list(eos_token_ids or [tokenizer.eos_token_id])
+        self.eos_token_ids = self.renderer.end_token_ids(eos_token_ids)
         self.num_env_workers = max(1, num_env_workers)
         self.env_timeout = env_timeout
         self._pool: dict[str, list[MultiTurnWrapper]] = {}
@@ -377,13 +331,13 @@ class RolloutEngine:
             replies = []
             for i, (ids, logps) in zip(live, outputs, strict=True):
                 episode = episodes[i]
-                closed = bool(ids) and ids[-1] in self.eos_token_ids
+                end = ids[-1] if ids and ids[-1] in self.eos_token_ids else None
                 episode.completion_ids += ids
                 episode.logprobs += logps
                 episode.env_mask += [1] * len(ids)
-                reply = self.tokenizer.decode(ids[:-1] if closed else ids, skip_special_tokens=False)
+                reply = self.tokenizer.decode(ids[:-1] if end is not None else ids, skip_special_tokens=False)
                 episode.replies.append(reply)
-                replies.append((reply, closed))
+                replies.append((reply, end))
 
             started = time.perf_counter()
             steps = run_calls(
@@ -406,11 +360,16 @@ class RolloutEngine:
                 episode.success = bool(info.get("success", False))
                 episode.terminated, episode.truncated = bool(terminated), bool(truncated)
                 if not episode.done:
-                    chunk = self.renderer.observation_ids(observation, closed=replies[j][1])
+                    end = replies[j][1]
+                    closed = end == self.renderer.end_of_turn_id
+                    history = slot.env.messages[:-1]
+                    chunk = self.renderer.observation_ids(observation, closed=closed, history=history)
                     used = len(episode.completion_ids) + len(chunk) + self.max_turn_tokens
                     if used > self.max_completion_length:
                         episode.budget_truncated = True
                     else:
+                        if end is not None and not closed:  # another end token: the end-of-turn token replaces it
+                            del episode.completion_ids[-1], episode.logprobs[-1], episode.env_mask[-1]
                         episode.completion_ids += chunk
                         episode.logprobs += [0.0] * len(chunk)
                         episode.env_mask += [0] * len(chunk)

@@ -65,13 +65,13 @@ def tokenize_chat(renderer: ChatRenderer, messages: list[dict[str, str]]) -> dic
     first_user = next(i for i, m in enumerate(messages) if m["role"] == "user")
     input_ids = renderer.prompt_ids(messages[: first_user + 1])
     mask = [0] * len(input_ids)
-    for message in messages[first_user + 1 :]:
+    for k, message in enumerate(messages[first_user + 1 :], start=first_user + 1):
         if message["role"] == "assistant":
-            ids = [*renderer.encode(message["content"]), renderer.eos_token_id]
+            ids = [*renderer.encode(message["content"]), renderer.end_of_turn_id]
             input_ids += ids
             mask += [1] * len(ids)
         else:
-            ids = renderer.observation_ids(message["content"], role=message["role"])
+            ids = renderer.observation_ids(message["content"], role=message["role"], history=messages[:k])
             input_ids += ids
             mask += [0] * len(ids)
     return {"input_ids": input_ids, "assistant_masks": mask}
@@ -100,6 +100,7 @@ def run_sft(
 ) -> Any:
     """Fine-tune `model` on expert chats with TRL's `SFTTrainer`; return the trainer (model trained in place)."""
     import torch
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import SFTConfig, SFTTrainer
 
     options = {
@@ -130,5 +131,7 @@ def run_sft(
         processing_class=tokenizer,
         callbacks=callbacks,
     )
+    if any(isinstance(callback, ProgressCallback) for callback in callbacks or []):
+        trainer.remove_callback(PrinterCallback)  # the caller's progress bar, not printed log dicts
     trainer.train()
     return trainer
