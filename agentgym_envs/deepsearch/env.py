@@ -12,11 +12,12 @@ from agentgym_envs.clientargs import IntRange, OneOf, check_int
 from agentgym_envs.core import TextEnv
 from agentgym_envs.deepsearch import data as D
 from agentgym_envs.deepsearch.retrieval import Retriever, format_information, open_local_retriever
-from agentgym_envs.deepsearch.scoring import exact_match, f1_score
+from agentgym_envs.deepsearch.scoring import score_answer
 from agentgym_envs.deepsearch.synthetic import BLOCK_DOCS, Question
 
-# Opening and closing tags, in any ASCII letter case (the long s or the Kelvin sign spell no tag).
-_TAG = re.compile(r"<(?P<close>/?)(?P<kind>[sS][eE][aA][rR][cC][hH]|[aA][nN][sS][wW][eE][rR])>")
+# The tags, in any ASCII letter case (the long s or the Kelvin sign spell no tag).
+_OPENING = {kind: re.compile(f"<{kind}>", re.IGNORECASE | re.ASCII) for kind in ("search", "answer")}
+_CLOSING = {kind: re.compile(f"</{kind}>", re.IGNORECASE | re.ASCII) for kind in ("search", "answer")}
 _NO_ACTION = (
     "Invalid action: your reply holds no complete <search> ... </search> or <answer> ... </answer>. "
     "To search, put a query between <search> and </search>; to give your final answer, put it between "
@@ -30,24 +31,18 @@ def first_element(reply: str) -> tuple[str, str] | None:
 
     The first complete element is the one whose opening tag comes first among those closed later by
     a tag of the same kind; its body ends at the first such closing tag (as in Search-R1 and the
-    `tags` parser of agentgym_wrappers). One pass over the tags: linear in the length of `reply`.
+    `tags` parser of agentgym_wrappers). Only the first opening tag of a kind can start it, so four
+    searches decide: linear in the length of `reply`.
     """
-    opened: dict[str, tuple[int, int]] = {}  # kind -> (start, end) of its first opening tag
-    closed: dict[str, int] = {}  # kind -> start of the first closing tag after that opening
-    for tag in _TAG.finditer(reply):
-        kind = tag["kind"].lower()
-        if not tag["close"]:
-            opened.setdefault(kind, tag.span())
-        elif kind in opened and kind not in closed:
-            closed[kind] = tag.start()
-            start = opened[kind][0]
-            # Done unless an element that opened earlier may still close.
-            if all(other in closed or opened[other][0] >= start for other in opened):
-                break
-    if not closed:
-        return None
-    kind = min(closed, key=lambda k: opened[k][0])
-    return kind, reply[opened[kind][1] : closed[kind]]
+    best: tuple[int, str, str] | None = None
+    for kind, opening_tag in _OPENING.items():
+        opening = opening_tag.search(reply)
+        if opening is None or (best is not None and opening.start() > best[0]):
+            continue
+        closing = _CLOSING[kind].search(reply, opening.end())
+        if closing is not None:
+            best = (opening.start(), kind, reply[opening.end() : closing.start()])
+    return None if best is None else (best[1], best[2])
 
 
 def parse_reply(reply: str, max_query_chars: int) -> tuple[str, str] | str:
@@ -329,7 +324,7 @@ class DeepSearchEnv(TextEnv):
             observation = format_information(self.retriever.search(text, self.topk))
             return observation, self._score, False, False, {"valid_action": True, "success": False, "query": text}
         golden, shown = self._question.golden_answers, text if len(text) <= 200 else text[:197] + "..."
-        em, f1 = exact_match(text, golden), f1_score(text, golden)
+        em, f1 = score_answer(text, golden)
         score = max(self._score, em if self.reward == "em" else f1)
         info = {"valid_action": True, "success": em == 1.0, "answer": text, "em": em, "f1": f1}
         if em == 1.0:

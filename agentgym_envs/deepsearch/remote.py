@@ -30,7 +30,9 @@ class RemoteRetriever(Retriever):
         self._httpx = httpx
 
     def batch_search(self, queries: list[str], k: int) -> list[list[Passage]]:
-        payload = {"queries": list(queries), "topk": int(k), "return_scores": True}
+        # Lone surrogates (legal in a Python str, not in UTF-8) become "?": every query can be sent.
+        sendable = [query.encode("utf-8", "replace").decode("utf-8") for query in queries]
+        payload = {"queries": sendable, "topk": int(k), "return_scores": True}
         try:
             response = self._client.post(self.url, json=payload)
         except self._httpx.HTTPError as error:

@@ -150,6 +150,20 @@ def test_remote_retriever_matches_the_local_one(server, bm25: B.BM25Retriever, c
     assert RemoteRetriever(server.url + "/retrieve").url == server.url + "/retrieve"
 
 
+def test_remote_queries_with_lone_surrogates_are_sent(server, bm25: B.BM25Retriever, cache_dir: Path) -> None:
+    """A Python str may hold lone surrogates, UTF-8 may not: they travel as '?' (no word to search anyway)."""
+    from agentgym_envs.deepsearch.remote import RemoteRetriever
+
+    remote = RemoteRetriever(server.url)
+    assert remote.search("capital \ud800 city\udfff", 3) == bm25.search("capital ? city?", 3) != []
+    remote.close()
+    env = DeepSearchEnv(num_docs=NUM_DOCS, retriever="remote", retriever_url=server.url, cache_dir=cache_dir)
+    env.reset(options={"split": "test", "task_id": 0})
+    observation, _, _, _, info = env.step("<search> \ud800 capital </search>")
+    assert info["valid_action"] and observation.startswith("<information>Doc 1(Title: ")
+    env.close()
+
+
 def test_protocol_on_the_wire(server, bm25: B.BM25Retriever) -> None:
     import httpx
 
