@@ -81,13 +81,17 @@ class WebArenaEnv(TextEnv):
 
     ## Termination
     Terminated by `stop`. Truncated after `max_steps` carried-out (valid) actions, evaluated as if
-    the agent stopped without an answer, or when the browser fails (`info["error"]`).
+    the agent stopped without an answer, or when the browser fails (`info["error"]`, score 0): a
+    crash or kill of the browser, which all envs of the process share, ends the episode of every env
+    using it, and the next reset of any of them relaunches it.
 
     ## Safety
     Only the task's own origins and `allowed_origins` can be reached; other hosts, `file://`,
     `chrome://` and downloads are blocked by request routing, the agent is told, and the attempts
     are counted in `info["blocked_navigations"]`, `info["blocked_downloads"]` and
-    `info["blocked_requests"]`.
+    `info["blocked_requests"]`. The embedded shop's loopback port answers only this env's browser
+    context: each reset makes a new secret that the context carries as an HTTP-only cookie, and any
+    other request (another local process, an earlier episode) gets 403.
 
     ## Registered ids
     `AgentGym/WebArena-v0`: the bundled tasks on the embedded shop (splits `train` and `test`).

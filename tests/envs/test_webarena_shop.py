@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html as html_module
 import http.client
+import random
 import re
 import socket
 import urllib.error
@@ -227,3 +228,37 @@ def test_embedded_sites_run_on_a_loopback_port_answer_only_their_secret_and_stop
     with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=2):
         pass
     sites.stop()  # idempotent
+
+
+#: (method, path, form body) of every route; each `{}` gets a random hostile value.
+ROUTES = [
+    ("GET", "/orders/{}", ""),
+    ("POST", "/orders/{}/cancel", ""),
+    ("GET", "/product/{}", ""),
+    ("GET", "/category/{}?sort={}", ""),
+    ("GET", "/search?q={}&sort={}", ""),
+    ("GET", "/orders?status={}", ""),
+    ("POST", "/cart/add", "sku=EL-1001&qty={}"),
+    ("POST", "/cart/add", "sku={}&qty={}"),
+    ("POST", "/cart/update", "qty_KI-2001={}&qty_EL-1001={}"),
+    ("POST", "/cart/remove", "sku={}"),
+    ("POST", "/checkout", "name={}&street=a&city=b&zip={}&shipping=Express"),
+    ("POST", "/account/address", "street={}&city=a&zip={}"),
+    ("POST", "/product/OU-3001/review", "rating={}&title={}&body=b"),
+]
+
+
+def test_random_hostile_requests_to_every_route_never_get_a_500(shop: tuple[TestClient, ShopDB]) -> None:
+    client, _ = shop
+    rng = random.Random(7)
+    atoms = [*HOSTILE, "\ud800", "\u00e9", "<b>", "../", "%00", "%ff", "EL-1001", "1007", "x" * 300, "a " * 150]
+
+    def fill(template: str) -> str:
+        values = ("".join(rng.choice(atoms) for _ in range(rng.randint(1, 3))) for _ in range(template.count("{}")))
+        return template.format(*(quote(v.encode("utf-8", "surrogatepass"), safe="") for v in values))
+
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    for _ in range(400):
+        method, path, body = rng.choice(ROUTES)
+        assert client.request(method, fill(path), content=fill(body), headers=form).status_code < 500
+    assert client.get("/cart").status_code == 200 and client.get("/checkout").status_code == 200
