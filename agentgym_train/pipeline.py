@@ -9,12 +9,16 @@ With `model:` set to a path, the same pipeline trains a real model (SFT and eval
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
 from transformers.trainer_callback import ProgressCallback
 
 from agentgym_train.commands import DEFAULT_CONFIG
@@ -104,19 +108,66 @@ def _plot(log_history: list[dict[str, Any]], path: Path, algorithm: str) -> None
     plt.close(fig)
 
 
-class EpisodeProgress(ProgressCallback):
-    """transformers' progress bar with the episodes' success, return and turns as its postfix, in
-    place of the full metrics dict it would write under the bar at every logging step."""
+class PhaseProgress(ProgressCallback):
+    """transformers' training bar, named after the phase, with a few figures as its postfix in place of
+    the full metrics dict it would write under the bar at every logging step.
+
+    Args:
+        description: The bar's name (`SFT`, `GRPO`).
+        postfix: Log key -> (postfix name, format); a log line without the first key leaves the bar as it is.
+    """
+
+    def __init__(self, description: str, postfix: dict[str, tuple[str, str]]) -> None:
+        super().__init__()
+        self.description = description
+        self.postfix = postfix
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:  # the parent's bar, named from its first line on
+            self.training_bar = tqdm(total=state.max_steps, desc=self.description, dynamic_ncols=True)
+        self.current_step = 0
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if state.is_world_process_zero and self.training_bar is not None and logs and "episode/return" in logs:
-            self.training_bar.set_postfix(
-                success=f"{logs['episode/success']:.2f}",
-                ret=f"{logs['episode/return']:.2f}",
-                turns=f"{logs['episode/turns']:.1f}",
-                max_turns=int(logs.get("rollout/max_turns", 0)),
-                refresh=False,
-            )
+        if not (state.is_world_process_zero and self.training_bar is not None and logs):
+            return
+        if next(iter(self.postfix)) in logs:
+            figures = {name: format(logs[key], spec) for key, (name, spec) in self.postfix.items() if key in logs}
+            self.training_bar.set_postfix(figures, refresh=False)
+
+
+#: The RL bar's figures: the episodes' success, return and turns, and the scheduler's max turns.
+RL_POSTFIX = {
+    "episode/success": ("success", ".2f"),
+    "episode/return": ("ret", ".2f"),
+    "episode/turns": ("turns", ".1f"),
+    "rollout/max_turns": ("max_turns", ".0f"),
+}
+SFT_POSTFIX = {"loss": ("loss", ".3f")}
+#: FutureWarning from TRL's own generation helpers (`is_gradient_checkpointing` is deprecated in transformers
+#: 5): TRL calls the alias, so a user can do nothing about it.
+_TRL_DEPRECATION = r"`is_gradient_checkpointing` is deprecated"
+
+
+@contextlib.contextmanager
+def quiet_console() -> Iterator[None]:
+    """One progress display per phase: no weight-loading, shard-writing or dataset-map bars from the
+    libraries underneath, and no warnings that the user cannot act on; restored on exit."""
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    transformers_bars = hf_logging.is_progress_bar_enabled()
+    datasets_bars = datasets.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_TRL_DEPRECATION, category=FutureWarning)
+            yield
+    finally:
+        if transformers_bars:
+            hf_logging.enable_progress_bar()
+        if datasets_bars:
+            datasets.enable_progress_bars()
 
 
 def _row(name: str, result: Any) -> str:
@@ -129,6 +180,11 @@ def _row(name: str, result: Any) -> str:
 
 def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     """Run the whole pipeline; return (and write) the results."""
+    with quiet_console():
+        return _run(pipeline, args)
+
+
+def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     import torch
 
     from agentgym_train.evaluate import evaluate_model, evaluate_random, paired_difference
@@ -185,6 +241,7 @@ def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
             batch_size=pipeline.sft_batch_size,
             learning_rate=pipeline.sft_learning_rate,
             seed=args.seed,
+            callbacks=[] if args.disable_tqdm else [PhaseProgress("SFT", SFT_POSTFIX)],
         )
         sft_path = out / "sft-model"
         model.save_pretrained(sft_path)
@@ -234,7 +291,7 @@ def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     trainer = ALGORITHMS[pipeline.algorithm](model, args, processing_class=tokenizer, callbacks=[scheduler])
     if not args.disable_tqdm:
         trainer.remove_callback(ProgressCallback)
-        trainer.add_callback(EpisodeProgress())
+        trainer.add_callback(PhaseProgress(pipeline.algorithm.upper(), RL_POSTFIX))
     trainer.train()
     trainer.engine.close()
     if trainer.is_world_process_zero():
