@@ -6,8 +6,10 @@ live there, and every browser call of every env runs on it (`BrowserManager.call
 the env is used from. Envs hold a reference while they have a browser context open; when the last
 one is released, the browser and Playwright's driver stop, so no Chromium process outlives the envs.
 
-A browser that died (crash, killed) is noticed through Playwright's `disconnected` event and
-relaunched by the next `browser()` call, i.e. the next reset.
+A browser that died (crash, killed) is noticed through Playwright's `disconnected` event, or by a
+call that fails on it, and relaunched by the next `browser()` call, i.e. the next reset of any env.
+`launches` counts the launches: a session opened on an earlier launch belongs to a dead browser (and
+a stopped Playwright), so its env ends the episode without touching it.
 """
 
 from __future__ import annotations
