@@ -1,10 +1,20 @@
-"""Advantage estimators over episode returns (GRPO, RLOO, REINFORCE++) and over model tokens (GAE).
+"""Advantage estimators: GRPO and RLOO over episode rewards, REINFORCE++ and GAE over model tokens.
 
-Returns come in generation order: the G episodes of one task are consecutive, as TRL's sampler
-lays them out. GRPO is also what `trl.GRPOTrainer` computes itself (`scale_rewards="group"`); the
-trainer uses these functions for the other estimators.
+Rewards come in generation order: the G episodes of one task are consecutive, as TRL's sampler lays
+them out. A reward is the scalar TRL computes from the configured `reward_funcs` and
+`reward_weights` (the weighted sum; NaN where every function returned None). Token tensors are
+(B, T) over the completion; `mask` is 1 on the model's own tokens and 0 on env tokens and padding.
+Env tokens are not time steps: discounting and bootstrapping run over model tokens only, and env
+tokens get no reward, no KL and no advantage.
 
-    >>> import torch
+- GRPO (Shao et al., 2024): `A_i = (r_i - mean(r_group)) / (std(r_group) + eps)`, one value per episode.
+- RLOO (Ahmadian et al., 2024): `A_i = r_i - mean of the other G-1 rewards of the group`.
+- REINFORCE++ (Hu, 2025): per model token `t`, the reward is `-kl_coef * (log pi(t) - log pi_ref(t))`
+  plus the episode's reward on its last model token; `A_t` is the return-to-go `sum_{s>=t} gamma^(s-t)
+  r_s`, whitened over every model token of the global batch (all processes). No critic.
+  `reinforce++_baseline` subtracts the group's mean reward from each episode's reward first.
+- GAE (Schulman et al., 2016) for PPO: `delta_t = r_t + gamma V_next - V_t`, `A_t = delta_t + gamma lambda A_next`.
+
     >>> r = torch.tensor([1.0, 0.0, 1.0, 1.0])
     >>> grpo(r, group_size=2)
     tensor([ 0.7070, -0.7070,  0.0000,  0.0000])
@@ -14,54 +24,165 @@ trainer uses these functions for the other estimators.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-ESTIMATORS = ("grpo", "rloo", "reinforce++")
+#: Advantage estimators of the multi-turn trainers (`advantage_estimator`).
+ESTIMATORS = ("grpo", "rloo", "reinforce++", "reinforce++_baseline")
+#: Estimators that fold the KL penalty into the reward (per token) instead of TRL's KL loss term.
+KL_IN_REWARD = ("reinforce++", "reinforce++_baseline")
+
+#: Sums a tensor over all processes (e.g. `lambda t: accelerator.reduce(t, reduction="sum")`).
+Reduce = Callable[[torch.Tensor], torch.Tensor]
 
 
-def _groups(returns: torch.Tensor, group_size: int) -> torch.Tensor:
-    if returns.dim() != 1 or returns.numel() % group_size:
+def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    if rewards.dim() != 1 or rewards.numel() % group_size:
         raise ValueError(
-            f"expected a flat tensor of returns whose length is a multiple of group_size={group_size}, "
-            f"got shape {tuple(returns.shape)}"
+            f"expected a flat tensor of rewards whose length is a multiple of group_size={group_size}, "
+            f"got shape {tuple(rewards.shape)}"
         )
-    return returns.view(-1, group_size)
+    return rewards.float().view(-1, group_size)
 
 
-def grpo(returns: torch.Tensor, group_size: int, scale: bool = True, eps: float = 1e-4) -> torch.Tensor:
-    """Group-normalised: `(r - mean of the group) / (std of the group + eps)` (std unscaled when `scale=False`)."""
-    groups = _groups(returns.float(), group_size)
-    centred = groups - groups.mean(dim=1, keepdim=True)
+def group_mean(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Each episode's group mean (NaN rewards left out), repeated per episode."""
+    groups = _groups(rewards, group_size)
+    return torch.nanmean(groups, dim=1, keepdim=True).expand_as(groups).flatten()
+
+
+def grpo(rewards: torch.Tensor, group_size: int, scale: bool = True, eps: float = 1e-4) -> torch.Tensor:
+    """Group-normalised: `(r - group mean) / (group std + eps)` (unscaled when `scale=False`), TRL's formula.
+
+    The std is the unbiased one (as `torch.std` and TRL). NaN rewards get 0 and stay out of the statistics.
+    """
+    groups = _groups(rewards, group_size)
+    valid = ~torch.isnan(groups)
+    count = valid.sum(dim=1, keepdim=True)
+    mean = torch.nansum(groups, dim=1, keepdim=True) / count.clamp(min=1)
+    centred = torch.where(valid, groups - mean, torch.zeros_like(groups))
     if scale and group_size > 1:
-        centred = centred / (groups.std(dim=1, keepdim=True) + eps)
+        std = (centred.pow(2).sum(dim=1, keepdim=True) / (count - 1).clamp(min=1)).sqrt()
+        centred = centred / (std + eps)
     return centred.flatten()
 
 
-def rloo(returns: torch.Tensor, group_size: int) -> torch.Tensor:
-    """Leave-one-out baseline: `r_i - mean of the other G-1 returns of the group`."""
+def rloo(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Leave-one-out baseline: `r_i - mean of the other G-1 rewards of the group`.
+
+    NaN rewards get 0 and are left out of their siblings' baselines (as TRL's `RLOOTrainer`).
+    """
     if group_size < 2:
-        raise ValueError("RLOO needs at least 2 episodes per group")
-    groups = _groups(returns.float(), group_size)
-    others = (groups.sum(dim=1, keepdim=True) - groups) / (group_size - 1)
-    return (groups - others).flatten()
+        raise ValueError("RLOO needs at least 2 episodes per group (num_generations >= 2)")
+    groups = _groups(rewards, group_size)
+    valid = ~torch.isnan(groups)
+    others = valid.sum(dim=1, keepdim=True) - 1
+    total = torch.nansum(groups, dim=1, keepdim=True)
+    advantages = groups - (total - groups) / others.clamp(min=1)
+    return torch.where(valid & (others > 0), advantages, torch.zeros_like(groups)).flatten()
 
 
-def reinforce_pp(returns: torch.Tensor, group_size: int, eps: float = 1e-4) -> torch.Tensor:
-    """REINFORCE++ (baseline variant): subtract the group mean, then normalise by the whole batch's std."""
-    groups = _groups(returns.float(), group_size)
-    centred = (groups - groups.mean(dim=1, keepdim=True)).flatten()
-    return centred / (centred.std() + eps) if centred.numel() > 1 else centred
-
-
-def compute(name: str, returns: torch.Tensor, group_size: int) -> torch.Tensor:
-    """One advantage per episode with the estimator `name` (one of `ESTIMATORS`)."""
+def compute(name: str, rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """One advantage per episode with an episode-level estimator (`grpo` or `rloo`)."""
     if name == "grpo":
-        return grpo(returns, group_size)
+        return grpo(rewards, group_size)
     if name == "rloo":
-        return rloo(returns, group_size)
-    if name == "reinforce++":
-        return reinforce_pp(returns, group_size)
+        return rloo(rewards, group_size)
+    if name in KL_IN_REWARD:
+        raise ValueError(f"{name} gives one advantage per token: use reinforce_pp_advantages")
     raise ValueError(f"unknown advantage estimator {name!r}; choose from {ESTIMATORS}")
+
+
+def last_token(mask: torch.Tensor) -> torch.Tensor:
+    """(B,) index of each row's last model token (0 for a row without one)."""
+    positions = torch.arange(1, mask.size(1) + 1, device=mask.device)
+    return ((mask > 0) * positions).argmax(dim=1)
+
+
+def token_rewards(
+    scores: torch.Tensor, mask: torch.Tensor, kl: torch.Tensor | None = None, kl_coef: float = 0.0
+) -> torch.Tensor:
+    """(B, T) rewards: each episode's score on its last model token, minus `kl_coef * kl` on every model token.
+
+    Rows without a model token (or with a NaN score) get no score.
+    """
+    mask = mask.to(torch.float32)
+    rewards = torch.zeros_like(mask)
+    if kl is not None and kl_coef:
+        rewards = rewards - kl_coef * kl.to(torch.float32) * mask
+    scores = scores.to(torch.float32)
+    rows = torch.nonzero((mask.sum(dim=1) > 0) & ~torch.isnan(scores)).flatten()
+    rewards[rows, last_token(mask)[rows]] += scores[rows]
+    return rewards
+
+
+def returns_to_go(rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
+    """(B, T) discounted sum of the rewards from each model token to the episode's end.
+
+    The discount applies per model token; env tokens are skipped (their entries are 0).
+    """
+    mask = mask.to(rewards.dtype)
+    returns = torch.zeros_like(rewards)
+    running = torch.zeros(rewards.size(0), dtype=rewards.dtype, device=rewards.device)
+    for t in reversed(range(rewards.size(1))):
+        running = torch.where(mask[:, t] > 0, rewards[:, t] + gamma * running, running)
+        returns[:, t] = running * mask[:, t]
+    return returns
+
+
+def masked_whiten(values: torch.Tensor, mask: torch.Tensor, reduce: Reduce | None = None) -> torch.Tensor:
+    """`(x - mean) / std` over the mask-1 entries of every process (population std, floored at 1e-4); 0 elsewhere.
+
+    Args:
+        values: (B, T) this process's values.
+        mask: (B, T) which entries count.
+        reduce: sums a tensor over processes; None on one process.
+    """
+    total = (lambda t: t) if reduce is None else reduce
+    mask = mask.to(values.dtype)
+    sums = total(torch.stack([(values * mask).sum(), mask.sum()]))
+    count = sums[1].clamp(min=1)
+    mean = sums[0] / count
+    variance = total(((values - mean) ** 2 * mask).sum()) / count
+    return (values - mean) / variance.sqrt().clamp(min=1e-4) * mask
+
+
+def reinforce_pp_advantages(
+    name: str,
+    rewards: torch.Tensor,
+    group_size: int,
+    rows: slice,
+    mask: torch.Tensor,
+    kl: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    gamma: float = 1.0,
+    reduce: Reduce | None = None,
+) -> torch.Tensor:
+    """REINFORCE++ token advantages for this process's episodes.
+
+    Args:
+        name: `reinforce++` or `reinforce++_baseline` (group mean subtracted from the rewards first).
+        rewards: (N,) rewards of the whole global batch (all processes, generation order).
+        group_size: episodes per task (the baseline's groups).
+        rows: this process's rows of the global batch.
+        mask: (B, T) model tokens of this process's episodes.
+        kl: (B, T) per-token KL estimate `log pi - log pi_ref` (k1), or None.
+        kl_coef: the KL coefficient (TRL's `beta`).
+        gamma: discount per model token.
+        reduce: sums over processes (the whitening spans the global batch).
+
+    Returns:
+        (B, T) whitened advantages, 0 on env tokens, padding and episodes with a NaN reward.
+    """
+    if name not in KL_IN_REWARD:
+        raise ValueError(f"expected one of {KL_IN_REWARD}, got {name!r}")
+    if name == "reinforce++_baseline":
+        rewards = rewards.float() - group_mean(rewards, group_size)
+    scores = rewards[rows]
+    mask = mask * ~torch.isnan(scores).to(mask.device).unsqueeze(1)
+    returns = returns_to_go(token_rewards(scores, mask, kl, kl_coef), mask, gamma)
+    return masked_whiten(returns, mask, reduce)
 
 
 def gae(
@@ -73,8 +194,8 @@ def gae(
     observation is the next step, so the value bootstraps across the env's turn.
 
     Args:
-        rewards: (B, T) reward on each token (typically the episode return on the last model token).
-        values: (B, T) value estimates.
+        rewards: (B, T) reward on each token (typically the episode's reward on its last model token).
+        values: (B, T) value estimates: `values[:, t]` is V of the state before model token t.
         mask: (B, T) 1 on model tokens, 0 on env tokens and padding.
 
     Returns:

@@ -4,9 +4,10 @@ TRL's `GRPOTrainer` samples each dataset row `num_generations` times in a row, c
 with the batch, scores it with the reward functions, normalises rewards per group and trains on the
 completion tokens where `env_mask` is 1. This trainer supplies the rollout: dataset rows name tasks
 (`env_id`, `task_id`, `split`, `seed`), each row's G copies become G episodes of that task (same
-reset arguments, so a group compares like with like), and the reward is the episode return, read
-from the rollout's extra fields. Loss, KL, clipping, importance sampling, PEFT, the reference
-model and distributed gathering are TRL's.
+reset arguments, so a group compares like with like). The reward of an episode is TRL's: the
+`reward_weights`-weighted sum of the `reward_funcs` (default `[episode_return]`, the env's return,
+read from the rollout's extra fields), and every `advantage_estimator` uses that sum. Loss, KL,
+clipping, importance sampling, PEFT, the reference model and distributed gathering are TRL's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 from trl import GRPOConfig, GRPOTrainer
-from trl.models.utils import unwrap_model_for_generation
+from trl.models.utils import disable_gradient_checkpointing, unwrap_model_for_generation
 
 from agentgym_train import advantages as adv
 from agentgym_train.rollout import Episode, RolloutEngine, Task, hf_generate_fn
@@ -64,7 +65,22 @@ class MultiTurnGRPOConfig(GRPOConfig):
         default=None, metadata={"help": "Episodes per generate call with sampler='generate' (None: all)."}
     )
     advantage_estimator: str = field(
-        default="grpo", metadata={"help": "grpo (TRL's group normalisation), rloo or reinforce++."}
+        default="grpo",
+        metadata={
+            "help": "grpo (TRL's group normalisation, KL as TRL's loss term), rloo (leave-one-out baseline, "
+            "KL as TRL's loss term), reinforce++ or reinforce++_baseline (per-token k1 KL times beta folded "
+            "into the reward, returns-to-go, whitened over the global batch). See agentgym_train.advantages."
+        },
+    )
+    reinforce_gamma: float = field(
+        default=1.0, metadata={"help": "REINFORCE++ discount per model token (returns-to-go)."}
+    )
+    beta: float = field(
+        default=0.001,
+        metadata={
+            "help": "KL coefficient against the reference model; 0.001 is the AgentGym-RL paper's (TRL's default "
+            "is 0, which loads no reference model). For reinforce++ it weighs the KL penalty in the reward."
+        },
     )
     max_completion_length: int | None = field(default=1024, metadata={"help": "Token budget of an episode."})
     loss_type: str = field(
@@ -84,6 +100,11 @@ class MultiTurnGRPOConfig(GRPOConfig):
             self.env_kwargs = json.loads(self.env_kwargs)
         if self.advantage_estimator not in adv.ESTIMATORS:
             raise ValueError(f"advantage_estimator must be one of {adv.ESTIMATORS}, got {self.advantage_estimator!r}")
+        if self.advantage_estimator != "grpo" and self.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError(
+                f"multi_objective_aggregation={self.multi_objective_aggregation!r} is GRPO's; "
+                f"{self.advantage_estimator} takes the weighted sum of the rewards ('sum_then_normalize')"
+            )
         if self.sampler not in ("cached", "generate"):
             raise ValueError(f"sampler must be 'cached' or 'generate', got {self.sampler!r}")
         if self.bf16 is None and not torch.cuda.is_available():
@@ -171,6 +192,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             train_dataset = task_dataset(args.env_id, args.train_split, seed=args.seed, env_kwargs=args.env_kwargs)
         self._rollout_rows: list[dict[str, Any]] = []
         self.last_episodes: list[Episode] = []
+        self.rollout_batches = 0  # training rollouts generated so far: the max-turn schedule's clock
+        self.rewards: torch.Tensor | None = None  # the last rollout's rewards, all processes (see _calculate_rewards)
         with warnings.catch_warnings():
             # `rollout_func` is marked experimental in TRL; this trainer is built on it deliberately.
             warnings.filterwarnings("ignore", message="You are using 'rollout_func'")
@@ -199,29 +222,109 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         )
         self._bind_schedulers()
 
-    # ---- scheduler binding (also after callbacks are recreated from a checkpoint) -------------------
+    # ---- the max-turn schedule counts rollout batches (restored with the callbacks on resume) -------
+    def _schedulers(self) -> list[MaxTurnScheduler]:
+        return [c for c in self.callback_handler.callbacks if isinstance(c, MaxTurnScheduler)]
+
     def _bind_schedulers(self) -> None:
-        for callback in self.callback_handler.callbacks:
-            if isinstance(callback, MaxTurnScheduler):
-                callback.bind(self.engine)
+        for scheduler in self._schedulers():
+            scheduler.bind(self.engine)
 
     def _load_callback_state(self) -> None:
         super()._load_callback_state()
         self._bind_schedulers()
+        counts = [scheduler.rollouts for scheduler in self._schedulers()]
+        if counts:  # the checkpoint's count of rollout batches
+            self.rollout_batches = max(counts)
 
-    # ---- rollout ------------------------------------------------------------------------------------
+    # ---- rollout, rewards and advantages ------------------------------------------------------------
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         # TRL hands `rollout_func` only the prompts; the rows (which name the tasks) are kept here.
         self._rollout_rows = inputs
+        training = self.model.training
+        if training:  # one call per rollout batch, however many optimiser steps the batch then feeds
+            for scheduler in self._schedulers():
+                scheduler.before_rollout(self.rollout_batches)
         output = super()._generate_and_score_completions(inputs)
-        if self.args.advantage_estimator != "grpo":
-            mode = "train" if self.model.training else "eval"
-            group = self.num_generations if mode == "train" else self.num_generations_eval
-            local = torch.tensor([e.episode_return for e in self.last_episodes], device=self.accelerator.device)
-            advantages = adv.compute(self.args.advantage_estimator, self.accelerator.gather(local), group)
-            start = self.accelerator.process_index * len(inputs)
-            output["advantages"] = advantages[start : start + len(inputs)].to(output["advantages"].dtype)
+        if training:
+            self.rollout_batches += 1
+            for scheduler in self._schedulers():
+                scheduler.after_rollout(self.rollout_batches)
+        estimator = self.args.advantage_estimator
+        if estimator == "rloo":
+            group = self.num_generations if training else self.num_generations_eval
+            rloo = adv.rloo(self.rewards, group)[self._local_rows(len(inputs))]
+            output["advantages"] = rloo.to(output["advantages"])
+        elif estimator in adv.KL_IN_REWARD:
+            output["advantages"] = self._reinforce_pp(output, len(inputs)).to(output["advantages"].dtype)
         return output
+
+    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+        """TRL's rewards per function (all processes); keeps their weighted sum as `self.rewards`, the reward
+        every estimator uses (NaN where every function returned None)."""
+        per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        weighted = (per_func * self.reward_weights.to(per_func.device).unsqueeze(0)).nansum(dim=1)
+        self.rewards = torch.where(torch.isnan(per_func).all(dim=1), torch.nan, weighted)
+        return per_func
+
+    def _local_rows(self, n: int) -> slice:
+        start = self.accelerator.process_index * n
+        return slice(start, start + n)
+
+    def local_rewards(self, n: int) -> torch.Tensor:
+        """This process's `n` rewards of the last rollout (TRL's weighted reward sum)."""
+        return self.rewards[self._local_rows(n)]
+
+    def _reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        return self.accelerator.reduce(tensor, reduction="sum") if self.accelerator.num_processes > 1 else tensor
+
+    def _reinforce_pp(self, output: dict[str, Any], n: int) -> torch.Tensor:
+        """REINFORCE++ token advantages; the k1 KL against the reference model (beta > 0) enters the reward."""
+        mask = output["completion_mask"]
+        if output.get("tool_mask") is not None:
+            mask = mask * output["tool_mask"]
+        kl = None
+        if self.beta != 0.0:
+            # TRL's reference logprobs of this rollout; its loss adds no KL term for these estimators.
+            kl = (self._rollout_policy_logps(output) - output.pop("ref_per_token_logps")) * mask
+            mode = "train" if self.model.training else "eval"
+            totals = self._reduce_sum(torch.stack([kl.sum(), mask.sum().to(kl.dtype)]))
+            self._metrics[mode]["kl"].append((totals[0] / totals[1].clamp(min=1)).item())
+        group = self.num_generations if self.model.training else self.num_generations_eval
+        return adv.reinforce_pp_advantages(
+            self.args.advantage_estimator,
+            self.rewards,
+            group,
+            self._local_rows(n),
+            mask,
+            kl,
+            self.beta,
+            self.args.reinforce_gamma,
+            self._reduce_sum,
+        )
+
+    def _rollout_policy_logps(self, output: dict[str, Any]) -> torch.Tensor:
+        """Per-token logprobs of the completion under the policy that sampled it (the training engine's
+        forward pass, not the sampler's numbers; TRL's `old_per_token_logps` when it computed them)."""
+        if output.get("old_per_token_logps") is not None:
+            return output["old_per_token_logps"]
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        batch = self.args.per_device_train_batch_size if self.model.training else self.args.per_device_eval_batch_size
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model, ids, attention, output["completion_ids"].size(1), batch_size=batch
+            )
+        return logps
+
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        if self.args.advantage_estimator not in adv.KL_IN_REWARD:
+            return super()._compute_loss(model, inputs)
+        beta, self.beta = self.beta, 0.0  # REINFORCE++: the KL is in the advantages, not a loss term
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self.beta = beta
 
     def _rollout(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, Any]:
         rows = self._rollout_rows

@@ -4,7 +4,8 @@ TRL no longer ships PPO. This trainer reuses the multi-turn GRPO machinery (roll
 clipped policy loss, KL, PEFT, accelerate) and changes only the advantages: a separate value model
 (a token-classification head on a copy of the policy's transformer, `num_labels=1`) estimates the
 return before each model token; GAE runs over the model's own tokens (env tokens are skipped, the
-value bootstraps across them, see `advantages.gae`) with the episode return paid on the last model
+value bootstraps across them, see `advantages.gae`) with the episode's reward (TRL's
+`reward_weights`-weighted sum of the `reward_funcs`, as for every estimator) paid on the last model
 token; the token-level advantages (B, T) go to TRL's loss, which accepts them. The value model is
 fitted on the GAE returns after each rollout (its gradients averaged over processes).
 """
@@ -16,7 +17,7 @@ from typing import Any
 
 import torch
 
-from agentgym_train.advantages import gae
+from agentgym_train.advantages import gae, masked_whiten, token_rewards
 from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 
 
@@ -70,22 +71,14 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
         attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
         mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
         length = output["completion_ids"].size(1)
-        returns = torch.tensor([e.episode_return for e in self.last_episodes], device=ids.device)
-        rewards = torch.zeros(mask.shape, device=ids.device)
-        last = (mask * torch.arange(1, length + 1, device=ids.device)).argmax(dim=1)  # last model token
-        has_tokens = mask.sum(dim=1) > 0
-        rewards[has_tokens, last[has_tokens]] = returns[has_tokens].float()
+        scores = self.local_rewards(len(inputs))  # TRL's reward_weights-weighted sum of the reward_funcs
+        mask = mask * ~torch.isnan(scores).unsqueeze(1)  # an unscorable episode (every reward None) leaves the loss
+        rewards = token_rewards(scores, mask)  # the reward on each episode's last model token
         with torch.no_grad():
             values = self._values(ids, attention, length) * mask
         advantages, targets = gae(rewards, values, mask, self.args.gae_gamma, self.args.gae_lambda)
-        if self.args.whiten_advantages:
-            stats = self.accelerator.reduce(
-                torch.stack([(advantages * mask).sum(), (advantages**2 * mask).sum(), mask.sum().float()]),
-                reduction="sum",
-            )
-            mean = stats[0] / stats[2].clamp(min=1)
-            std = (stats[1] / stats[2].clamp(min=1) - mean**2).clamp(min=0).sqrt()
-            advantages = (advantages - mean) / (std + 1e-6) * mask
+        if self.args.whiten_advantages:  # over the model tokens of the global batch (all processes)
+            advantages = masked_whiten(advantages, mask, self._reduce_sum)
         if self.model.training:
             self._fit_values(ids, attention, targets, mask)
         output["advantages"] = advantages.to(output["advantages"].dtype)
