@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import random
+import re
+from collections.abc import Callable
+
 import pytest
 
 from agentgym_wrappers import ParseError, first_of, get_parser, register_parser
-from agentgym_wrappers.parsers import parse_action_line, parse_fenced, parse_json_tool, parse_tags
+from agentgym_wrappers.parsers import _tool_call_text, parse_action_line, parse_fenced, parse_json_tool, parse_tags
 
 
 @pytest.mark.parametrize(
@@ -75,3 +79,92 @@ def test_first_of_combines_messages() -> None:
     assert parser("Action: x") == "x"
     with pytest.raises(ParseError, match=r"code block.*Action: <action>"):
         parser("nothing")
+
+
+# ---- robustness: hostile replies, and the same answers as the pre-fix regexes ----------------------
+
+
+def test_whitespace_set_is_the_regex_one() -> None:
+    from agentgym_wrappers.parsers import _SPACES
+
+    regex = "".join(chr(c) for c in range(0x110000) if re.match(r"\s", chr(c)))
+    assert _SPACES == regex == "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"name": "a", "arguments": ' + "[" * 100_000 + "}",  # deeper than the JSON decoder's recursion
+        '{"name": "a", "arguments": {"n": ' + "9" * 5000 + "}}",  # past Python's int digit limit
+        '{"name": "a", "arguments": "' + "[" * 100_000 + '"}',
+        '{"name": "a", "arguments": "{\\"n\\": ' + "9" * 5000 + '}"}',
+    ],
+)
+def test_json_tool_hostile_is_a_parse_error(reply: str) -> None:
+    with pytest.raises(ParseError, match="tool call"):
+        parse_json_tool(reply)
+
+
+# The regexes these parsers used before they were made linear (quadratic on hostile replies): the
+# reference that the linear versions must agree with, on short replies.
+_OLD_ACTION_LINE = re.compile(
+    r"^[\s>*_#`-]*action\s*[:\uff1a]\**\s*(?P<action>.*?)[\s*_`]*$", re.IGNORECASE | re.MULTILINE
+)
+_OLD_TAG = re.compile(r"<(?P<tag>search|answer)>(?P<body>.*?)</(?P=tag)>", re.IGNORECASE | re.DOTALL)
+_OLD_TOOL_CALL = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.DOTALL)
+_OLD_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def _old_action_line(reply: str) -> str:
+    matches = [m["action"].strip().strip("'\"`").strip() for m in _OLD_ACTION_LINE.finditer(reply)]
+    matches = [m for m in matches if m]
+    if not matches:
+        raise ParseError("Action: <action>")
+    return matches[-1]
+
+
+def _old_tags(reply: str) -> str:
+    match = _OLD_TAG.search(reply)
+    if match is None:
+        raise ParseError("<search>")
+    return match.group(0)
+
+
+def _old_json_text(reply: str) -> str | None:
+    match = _OLD_TOOL_CALL.search(reply) or _OLD_JSON_OBJECT.search(reply)
+    return None if match is None else match.group("body") if match.re is _OLD_TOOL_CALL else match.group(0)
+
+
+def _outcome(parser: Callable[[str], object], reply: str) -> object:
+    try:
+        return parser(reply)
+    except ParseError:
+        return ParseError
+
+
+# Pieces that random replies are made of, separated by "|".
+FRAGMENTS = {
+    "action_line": "Action|action|ACT\u0130ON|act\u0131on|:|\uff1a| |\n|\t|*|_|`|>|#|-|go|'|\"|\u3000|\x85|\r"
+    "|\u2028|Action: x\n|**Action:** y",
+    "tags": "<search>|</search>|<answer>|</answer>|<SEARCH>|</Search>|<\u017fearch>|</\u017fearch>|<an\u017fwer>"
+    "|</an\u017fwer>|x|\n|<|>|/",
+    "json": '{|}|"name"|:|"x"|,|"arguments"|<tool_call>|</tool_call>|[|]|1| |{"name": "a", "arguments": {"b": 1}}|\n',
+}
+
+
+@pytest.mark.parametrize("kind", ["action_line", "tags", "json"])
+def test_same_answers_as_the_pre_fix_regexes(kind: str) -> None:
+    rng = random.Random(0)
+    fragments = FRAGMENTS[kind].split("|")
+    answered = 0
+    for _ in range(20_000):
+        reply = "".join(rng.choice(fragments) for _ in range(rng.randint(0, 16)))
+        if kind == "json":
+            assert _tool_call_text(reply) == _old_json_text(reply), reply
+            answered += _tool_call_text(reply) is not None
+            continue
+        new, old = (parse_action_line, _old_action_line) if kind == "action_line" else (parse_tags, _old_tags)
+        expected = _outcome(old, reply)
+        assert _outcome(new, reply) == expected, reply
+        answered += expected is not ParseError
+    assert answered > 1000  # the replies exercise the parsers, not only their failure
