@@ -8,7 +8,6 @@ registered with Gymnasium's vector utilities so that `gym.make_vec` works in syn
 
 from __future__ import annotations
 
-import re
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -162,16 +161,13 @@ def _write_text(space: TextSpace, index: int, value: str, shared_memory: Any) ->
     row[1 : 1 + len(codes)] = codes
 
 
-_WHITESPACE = re.compile(r"\s+")
-
-
 def normalise_action(action: str, lower: bool = True) -> str:
     """Single spaces, no surrounding quotes or backticks, no final full stop; lower case unless told not to.
 
     >>> normalise_action("  `Turn  LEFT.` ")
     'turn left'
     """
-    text = _WHITESPACE.sub(" ", action).strip().strip("`'\"").rstrip(".!").strip()
+    text = " ".join(action.split()).strip("`'\"").rstrip(".!").strip()  # split(): linear, fast on long text
     return text.lower() if lower else text
 
 

@@ -47,6 +47,12 @@ _HIGH_LEVEL = re.compile(
     r"^(?P<verb>go to|pick up|go through|toggle and go through) (?:the |a )?"
     r"(?P<color>[a-z]+) (?P<kind>[a-z]+)(?: (?P<n>\d+))?$"
 )
+_MAX_NUMBER_DIGITS = 6
+
+
+def _shown(text: str) -> str:
+    """`text` cut to 60 characters, for echoing an action back in an observation."""
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class BabyAIEnv(TextEnv):
@@ -179,22 +185,23 @@ class BabyAIEnv(TextEnv):
             return text, 0.0, False, False, {"valid_action": True, "success": False, "available_actions": actions}
         match = _HIGH_LEVEL.match(text)
         if match is None:
-            shown = action if len(action) <= 60 else action[:57] + "..."
             return self._answer(
-                f"Invalid action {shown!r}: not a BabyAI action. Use one of the available actions.",
+                f"Invalid action {_shown(action)!r}: not a BabyAI action. Use one of the available actions.",
                 known,
                 False,
             )
         return self._high_level(match, known)
 
     def _high_level(self, match: re.Match[str], known: list[KnownObject]) -> tuple[str, float, bool, bool, dict]:
-        verb, kind, n = match["verb"], match["kind"], int(match["n"] or 1)
-        name = f"{match['color']} {kind} {n}"
+        verb, kind = match["verb"], match["kind"]
+        # int() refuses numbers past Python's digit limit; no object is numbered anywhere near that.
+        number = (match["n"] or "1").lstrip("0") or "0"
+        name = f"{match['color']} {kind} {int(number) if len(number) <= _MAX_NUMBER_DIGITS else number}"
         target = next((k for k in known if k.name == name), None)
         if target is None:
             names = ", ".join(k.name for k in known) or "none yet"
             return self._answer(
-                f"You cannot {verb} {name}: you have not seen it. Known objects: {names}.", known, False
+                f"You cannot {verb} {_shown(name)}: you have not seen it. Known objects: {names}.", known, False
             )
         assert self._mg is not None and self._memory is not None
         door = target.obj.type == "door"

@@ -165,7 +165,8 @@ class TextCraftEnv(TextEnv):
             return self._answer(f"Could not get {name}: no recipe uses it, so it is not available here.", False)
         count = 1 if count_text is None else int(count_text) if len(count_text) <= 6 else MAX_GET + 1
         if not 1 <= count <= MAX_GET:
-            return self._answer(f"Could not get {count_text} {name}: get between 1 and {MAX_GET} at a time.", False)
+            message = f"Could not get {_shown(count_text)} {name}: get between 1 and {MAX_GET} at a time."
+            return self._answer(message, False)
         self._add(item, count)
         return self._answer(f"Got {count} {name}", True)
 

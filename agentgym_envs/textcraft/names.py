@@ -9,10 +9,8 @@ never the `brick` item.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping
 
-_SPACES = re.compile(r"\s+")
 _PREFIX = "minecraft:"
 
 
@@ -29,7 +27,7 @@ def normalise(text: str) -> str:
     """Lower case, no `minecraft:` prefix, spaces for underscores, single spaces."""
     text = text.strip().lower()
     text = text.removeprefix(_PREFIX)
-    return _SPACES.sub(" ", text.replace("_", " ")).strip()
+    return " ".join(text.replace("_", " ").split())
 
 
 def _number_forms(key: str) -> list[str]:
@@ -84,6 +82,7 @@ class ItemNames:
             return found[0]
         if found:
             raise ItemNameError(f"ambiguous between {' and '.join(display_name(i) for i in found)}")
-        similar = sorted({display_name(item) for k, item in self._exact.items() if key and k.endswith(" " + key)})
+        suffix = " " + key  # built once: the names are many and `key` may be long
+        similar = sorted({display_name(item) for k, item in self._exact.items() if key and k.endswith(suffix)})
         hint = f" (similar items: {', '.join(similar[:6])})" if similar else ""
         raise ItemNameError(f"not a Minecraft item{hint}")
