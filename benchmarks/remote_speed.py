@@ -233,7 +233,7 @@ def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
             best = max((run for run in r["runs"] if run["clients"] == clients), key=lambda run: run["steps_per_s"])
             rows.append(
                 {
-                    "measure": f"{env_id.removeprefix('AgentGym/')} steps/s, {clients} clients ({best['mode']})",
+                    "measure": f"{env_id.removeprefix('AgentGym/')} steps/s, clients={clients} ({best['mode']})",
                     "ratio": best["ratio_vs_agentgym"],
                     "baseline": "AgentGym's server (BASELINES.md)",
                     "target": ">= 3x" if clients == 32 else None,
