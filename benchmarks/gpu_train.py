@@ -1,130 +1,376 @@
-"""A few multi-turn GRPO steps on BabyAI with a randomly initialised model of Qwen2.5-0.5B's shape.
+"""GRPO training speed: our multi-turn rollout against TRL's single-turn GRPOTrainer, and the env's share.
 
-Prints (and writes to benchmarks/results/gpu_train.json) generation tokens/s, the env's share of
-rollout time, and the step time. Meant for a GPU; `--smoke` runs a tiny CPU configuration of the
-same code path (what CI can afford).
+Two arms train the same randomly initialised model (Qwen2.5-0.5B's transformer shape, the tiny
+tokenizer trained on BabyAI text, Hugging Face backend, no vLLM) for a few steps each:
 
-    python benchmarks/gpu_train.py            # GPU: 0.5B-shaped model, 64 episodes a step
-    python benchmarks/gpu_train.py --smoke    # CPU: tiny model, 2 steps
+- `multi-turn`: `MultiTurnGRPOTrainer` on BabyAI, `N` parallel episodes a step (tasks x G), up to
+  `T` turns of at most `K` tokens each, the cached sampler.
+- `trl`: TRL's own `GRPOTrainer`, plain prompts (the first-turn prompts the multi-turn arm played,
+  as text), its own `generate` path, `N` completions of `T x K` tokens a step: the same number of
+  generated tokens when every episode plays all its turns (both totals are reported).
+
+Measured (the first step is left out: it warms up kernels and caches):
+- generation tokens/s: model-sampled tokens over the wall time of the trainer's generation phase
+  (`_generate`: for the multi-turn arm the whole rollout, env steps included); target >= 0.8x TRL's;
+- the env's share of rollout time (`rollout/env_time_share`: env time over env + generation); target <= 5%;
+- the optimizer step time of both arms.
+
+    python benchmarks/gpu_train.py --steps 3     # GPU: 0.5B-shaped model, 64 episodes a step, ~3-5 min
+    python benchmarks/gpu_train.py --smoke       # CPU: tiny model, the same code path, ~1 min
+    python benchmarks/gpu_train.py --model demo --device cpu --no-trl --steps 2   # env share, 64 CPU episodes
+
+Writes `benchmarks/results/gpu_train.json` (`--smoke`: `results/quick/gpu_train.json`) with a
+`summary` list in `agentgym bench`'s format (agentgym_train/bench.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
+from datasets import Dataset
 from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
 
 from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 from agentgym_train.tiny import TinyModelConfig, build_tiny_model, count_parameters, load_model
 
 ENV_ID = "AgentGym/BabyAI-GoToLocal-v0"
 ENV_KWARGS = {"show_actions": False}
-#: Qwen2.5-0.5B's transformer shape (its vocabulary is the tokenizer's here: trained on env text).
-QWEN25_05B = {
-    "hidden_size": 896,
-    "num_hidden_layers": 24,
-    "num_attention_heads": 14,
-    "num_key_value_heads": 2,
-    "intermediate_size": 4864,
-}
-TINY = {
-    "hidden_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "intermediate_size": 128,
+SPEED_TARGET = 0.8  # multi-turn generation tokens/s at least 0.8x TRL's single-turn GRPO
+ENV_SHARE_TARGET = 0.05  # the env at most 5% of rollout wall time
+RESULTS = Path(__file__).parent / "results"
+#: Transformer shapes; the vocabulary is always the tiny tokenizer's (trained on env text).
+SHAPES = {
+    "qwen2.5-0.5b": {  # Qwen2.5-0.5B's
+        "hidden_size": 896,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "intermediate_size": 4864,
+    },
+    "demo": {  # the CPU demo's
+        "hidden_size": 128,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 384,
+    },
+    "tiny": {
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 128,
+    },
 }
 
 
 class StepClock(TrainerCallback):
-    """Wall time of each optimizer step."""
+    """Wall time of each optimizer step (generation included: it runs inside the step)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
         self.times: list[float] = []
         self._start = 0.0
 
     def on_step_begin(self, args, state, control, **kwargs) -> None:
+        _sync(self.cuda)
         self._start = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs) -> None:
+        _sync(self.cuda)
         self.times.append(time.perf_counter() - self._start)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny model on CPU, 2 steps")
-    parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--tasks-per-step", type=int, default=None, help="GRPO groups per step")
-    parser.add_argument("--generations", type=int, default=8, help="episodes per task (G)")
-    parser.add_argument("--max-turns", type=int, default=10)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "gpu_train.json"))
-    args = parser.parse_args()
-    cuda = torch.cuda.is_available() and not args.smoke
-    steps = args.steps or (2 if args.smoke else 5)
-    tasks = args.tasks_per_step or (2 if args.smoke else 8)
+def _sync(cuda: bool) -> None:
+    if cuda:
+        torch.cuda.synchronize()
 
-    with tempfile.TemporaryDirectory() as workdir:
-        shape = TINY if args.smoke else QWEN25_05B
-        model_dir = build_tiny_model(
-            Path(workdir) / "model", TinyModelConfig(env_ids=[ENV_ID], env_kwargs=ENV_KWARGS, **shape)
-        )
-        model, tokenizer = load_model(model_dir, dtype="bfloat16" if cuda else "float32")
-        config = MultiTurnGRPOConfig(
-            output_dir=str(Path(workdir) / "out"),
-            env_id=ENV_ID,
-            env_kwargs=ENV_KWARGS,
-            max_turns=args.max_turns,
-            max_turn_tokens=8,
-            max_completion_length=1024,
-            num_generations=args.generations,
-            per_device_train_batch_size=tasks * args.generations,
-            max_steps=steps,
-            learning_rate=1e-6,
-            logging_steps=1,
-            report_to="none",
-            save_strategy="no",
-            activation_checkpointing=cuda,
-            bf16=cuda,
-            use_cpu=not cuda,
-            disable_tqdm=True,
-            dataloader_pin_memory=False,
-        )
-        clock = StepClock()
-        trainer = MultiTurnGRPOTrainer(model, config, processing_class=tokenizer, callbacks=[clock])
-        trainer.train()
-        trainer.engine.close()
 
-    rows = [r for r in trainer.state.log_history if "rollout/generation_time" in r]
-    generated = [r["completions/mean_length"] * tasks * args.generations for r in rows]
-    gen_time = [r["rollout/generation_time"] for r in rows]
-    env_time = [r["rollout/env_time"] for r in rows]
-    steady = slice(1, None) if len(rows) > 1 else slice(None)  # the first step warms up kernels
-    result = {
-        "device": torch.cuda.get_device_name() if cuda else f"cpu ({platform.processor() or platform.machine()})",
-        "parameters": count_parameters(model),
-        "episodes_per_step": tasks * args.generations,
-        "max_turns": args.max_turns,
-        "steps": steps,
-        "generation_tokens_per_s": sum(generated[steady]) / max(sum(gen_time[steady]), 1e-9),
-        "env_time_share": sum(env_time[steady]) / max(sum(env_time[steady]) + sum(gen_time[steady]), 1e-9),
-        "step_time_s": sum(clock.times[steady]) / max(len(clock.times[steady]), 1),
-        "mean_turns": sum(r["episode/turns"] for r in rows) / len(rows),
+class GenerationClock:
+    """Mixin for a GRPO trainer: wall time and model-sampled tokens of every `_generate` call."""
+
+    def _generate(self, prompts: list) -> Any:
+        cuda = self.accelerator.device.type == "cuda"
+        _sync(cuda)
+        start = time.perf_counter()
+        output = super()._generate(prompts)
+        _sync(cuda)
+        seconds = time.perf_counter() - start
+        completion_ids, model_mask = output[1], output[2]  # model_mask: rollout_func's env_mask, or None
+        if model_mask is None:
+            tokens = sum(len(ids) for ids in completion_ids)
+        else:
+            tokens = sum(sum(mask) for mask in model_mask)
+        self.generation_log.append({"seconds": seconds, "tokens": tokens, **self._rollout_extras()})
+        return output
+
+    def _rollout_extras(self) -> dict[str, Any]:
+        return {}
+
+
+class TimedTRLTrainer(GenerationClock, GRPOTrainer):
+    """TRL's GRPOTrainer, timed."""
+
+    generation_log: list[dict[str, Any]]
+
+
+class TimedMultiTurnTrainer(GenerationClock, MultiTurnGRPOTrainer):
+    """Our multi-turn trainer, timed; also keeps the engine's generation/env split of each rollout."""
+
+    generation_log: list[dict[str, Any]]
+
+    def _rollout_extras(self) -> dict[str, Any]:
+        episodes = self.last_episodes
+        return {
+            "generation_seconds": self.engine.timing["generation"],
+            "env_seconds": self.engine.timing["env"],
+            "episodes": len(episodes),
+            "mean_turns": sum(e.turns for e in episodes) / max(len(episodes), 1),
+        }
+
+
+def _zero_reward(completions: list[Any], **kwargs: Any) -> list[float]:
+    """TRL arm's reward: the compute is the same whatever the reward; all-zero like most BabyAI episodes."""
+    return [0.0] * len(completions)
+
+
+def _common_config(args: argparse.Namespace, cuda: bool, output_dir: Path) -> dict[str, Any]:
+    return {
+        "output_dir": str(output_dir),
+        "num_generations": args.generations,
+        "per_device_train_batch_size": args.tasks_per_step * args.generations,
+        "max_steps": args.steps,
+        "learning_rate": 1e-6,
+        "beta": 0.001,  # the paper's KL coefficient: both arms run a reference model
+        "temperature": 1.0,
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "no",
+        "activation_checkpointing": cuda,
+        "bf16": cuda,
+        "use_cpu": not cuda,
+        "disable_tqdm": True,
+        "dataloader_pin_memory": False,
+        "seed": args.seed,
     }
-    print(f"{'device':<26}{result['device']}")
-    print(f"{'parameters':<26}{result['parameters'] / 1e6:.1f}M")
-    print(f"{'episodes per step':<26}{result['episodes_per_step']} (max {args.max_turns} turns)")
-    print(f"{'generation tokens/s':<26}{result['generation_tokens_per_s']:.0f} (model tokens only)")
-    print(f"{'env share of rollout time':<26}{result['env_time_share']:.1%}")
-    print(f"{'step time':<26}{result['step_time_s']:.2f} s")
-    if not args.smoke:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+
+
+def _arm_figures(log: list[dict[str, Any]], steps: list[float]) -> dict[str, Any]:
+    """Per-step figures and their means over the steady steps (all but the first, when there are two+)."""
+    steady = slice(1, None) if len(log) > 1 else slice(None)
+    tokens = sum(r["tokens"] for r in log[steady])
+    seconds = sum(r["seconds"] for r in log[steady])
+    step_times = steps[steady] or steps
+    figures = {
+        "per_step": log,
+        "step_seconds": [round(s, 4) for s in steps],
+        "generated_tokens_per_step": tokens / max(len(log[steady]), 1),
+        "generation_tokens_per_s": tokens / max(seconds, 1e-9),
+        "step_time_s": sum(step_times) / max(len(step_times), 1),
+    }
+    if log and "env_seconds" in log[0]:
+        gen = sum(r["generation_seconds"] for r in log[steady])
+        env = sum(r["env_seconds"] for r in log[steady])
+        figures["sampler_tokens_per_s"] = tokens / max(gen, 1e-9)  # generation calls only, env excluded
+        figures["env_time_share"] = env / max(gen + env, 1e-9)
+        figures["mean_turns"] = sum(r["mean_turns"] for r in log[steady]) / max(len(log[steady]), 1)
+    return figures
+
+
+def _free(cuda: bool) -> None:
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+
+
+def run_multi_turn(model_dir: Path, args: argparse.Namespace, cuda: bool, workdir: Path) -> tuple[dict, list[str]]:
+    """Train the multi-turn arm; return its figures and the first-turn prompts it played (one per task)."""
+    model, tokenizer = load_model(model_dir, dtype="bfloat16" if cuda else "float32")
+    config = MultiTurnGRPOConfig(
+        env_id=ENV_ID,
+        env_kwargs=ENV_KWARGS,
+        max_turns=args.max_turns,
+        max_turn_tokens=args.turn_tokens,
+        max_completion_length=args.episode_budget,
+        num_env_workers=args.env_workers,
+        **_common_config(args, cuda, workdir / "multi-turn"),
+    )
+    clock = StepClock(cuda)
+    trainer = TimedMultiTurnTrainer(model, config, processing_class=tokenizer, callbacks=[clock])
+    trainer.generation_log = []
+    trainer.train()
+    trainer.engine.close()
+    # One prompt per GRPO group (the TRL arm repeats each G times itself), as text without re-rendering.
+    prompts = [
+        tokenizer.decode(e.prompt_ids, skip_special_tokens=False) for e in trainer.last_episodes[:: args.generations]
+    ]
+    figures = _arm_figures(trainer.generation_log, clock.times)
+    figures["parameters"] = count_parameters(model)
+    del trainer, model
+    _free(cuda)
+    return figures, prompts
+
+
+def run_trl(model_dir: Path, prompts: list[str], args: argparse.Namespace, cuda: bool, workdir: Path) -> dict:
+    """Train TRL's single-turn arm on `prompts`, completions as long as a whole multi-turn episode's replies."""
+    model, tokenizer = load_model(model_dir, dtype="bfloat16" if cuda else "float32")
+    config = GRPOConfig(
+        max_completion_length=args.max_turns * args.turn_tokens,
+        **_common_config(args, cuda, workdir / "trl"),
+    )
+    clock = StepClock(cuda)
+    trainer = TimedTRLTrainer(
+        model,
+        reward_funcs=[_zero_reward],
+        args=config,
+        train_dataset=Dataset.from_dict({"prompt": prompts}),
+        processing_class=tokenizer,
+        callbacks=[clock],
+    )
+    trainer.generation_log = []
+    trainer.train()
+    figures = _arm_figures(trainer.generation_log, clock.times)
+    del trainer, model
+    _free(cuda)
+    return figures
+
+
+def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The headlines for `agentgym bench` (ratio > 1: ours better than the baseline)."""
+    ours, trl = result["multi_turn"], result.get("trl")
+    episodes = result["episodes_per_step"]
+    share = ours["env_time_share"]
+    rows = []
+    if trl is not None:
+        speed = ours["generation_tokens_per_s"] / max(trl["generation_tokens_per_s"], 1e-9)
+        rows.append(
+            {
+                "measure": f"generation tokens/s, {episodes} episodes/step "
+                f"({ours['generated_tokens_per_step']:.0f} vs {trl['generated_tokens_per_step']:.0f} tokens/step)",
+                "ratio": speed,
+                "baseline": "TRL GRPOTrainer, single-turn HF generate",
+                "target": f">= {SPEED_TARGET}x",
+                "met": speed >= SPEED_TARGET,
+            }
+        )
+    rows.append(
+        {
+            "measure": f"env share of rollout time, {episodes} parallel episodes: {share:.1%}",
+            "ratio": None,
+            "baseline": "-",
+            "target": f"<= {ENV_SHARE_TARGET:.0%}",
+            "met": share <= ENV_SHARE_TARGET,
+        }
+    )
+    if trl is not None:
+        rows.append(
+            {
+                "measure": f"step time {ours['step_time_s']:.2f} s (TRL {trl['step_time_s']:.2f} s)",
+                "ratio": trl["step_time_s"] / max(ours["step_time_s"], 1e-9),
+                "baseline": "TRL GRPOTrainer step",
+                "target": None,
+                "met": None,
+            }
+        )
+    return rows
+
+
+def print_table(result: dict[str, Any]) -> None:
+    ours, trl = result["multi_turn"], result.get("trl")
+    print(f"device {result['device']}, {result['parameters'] / 1e6:.1f}M parameters ({result['model']})")
+    print(
+        f"{result['episodes_per_step']} episodes/step, max {result['max_turns']} turns x {result['turn_tokens']} "
+        f"tokens; {result['steps']} steps (the first left out); mean turns {ours['mean_turns']:.1f}"
+    )
+    print(f"{'arm':<12}{'tokens/step':>12}{'gen tok/s':>11}{'sampler tok/s':>15}{'env share':>11}{'step s':>9}")
+    print(
+        f"{'multi-turn':<12}{ours['generated_tokens_per_step']:>12.0f}{ours['generation_tokens_per_s']:>11.0f}"
+        f"{ours['sampler_tokens_per_s']:>15.0f}{ours['env_time_share']:>11.1%}{ours['step_time_s']:>9.2f}"
+    )
+    if trl is not None:
+        print(
+            f"{'trl':<12}{trl['generated_tokens_per_step']:>12.0f}{trl['generation_tokens_per_s']:>11.0f}"
+            f"{'-':>15}{'-':>11}{trl['step_time_s']:>9.2f}"
+        )
+    for row in result["summary"]:
+        ratio = "" if row["ratio"] is None else f" {row['ratio']:.2f}x"
+        met = {True: "met", False: "NOT met", None: "no target"}[row["met"]]
+        print(f"  {row['measure']}:{ratio} (target {row['target'] or '-'}: {met})")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", "--quick", action="store_true", help="tiny model on CPU, short settings")
+    parser.add_argument("--model", choices=sorted(SHAPES), default=None, help="default: qwen2.5-0.5b (smoke: tiny)")
+    parser.add_argument("--device", choices=("auto", "cpu"), default="auto", help="auto: CUDA when there is one")
+    parser.add_argument("--no-trl", action="store_true", help="only the multi-turn arm (the env share)")
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps per arm (default 3, smoke 2)")
+    parser.add_argument("--tasks-per-step", type=int, default=None, help="GRPO groups a step (default 8, smoke 2)")
+    parser.add_argument("--generations", type=int, default=None, help="episodes per task, G (default 8, smoke 4)")
+    parser.add_argument("--max-turns", type=int, default=None, help="default 8 (smoke 3)")
+    parser.add_argument("--turn-tokens", type=int, default=None, help="most tokens a reply (default 32, smoke 8)")
+    parser.add_argument("--episode-budget", type=int, default=4096, help="token budget of an episode")
+    parser.add_argument("--env-workers", type=int, default=8, help="threads stepping the envs")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads on CPU")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=None, help="default: benchmarks/results[/quick]/gpu_train.json")
+    args = parser.parse_args(argv)
+    defaults = (
+        {"model": "tiny", "steps": 2, "tasks_per_step": 2, "generations": 4, "max_turns": 3, "turn_tokens": 8}
+        if args.smoke
+        else {"model": "qwen2.5-0.5b", "steps": 3, "tasks_per_step": 8, "generations": 8, "max_turns": 8}
+        | {"turn_tokens": 32}
+    )
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.smoke:
+        args.device = "cpu"
+    if args.out is None:
+        args.out = str((RESULTS / "quick" if args.smoke else RESULTS) / "gpu_train.json")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    cuda = args.device == "auto" and torch.cuda.is_available()
+    if not cuda:
+        torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        model_dir = build_tiny_model(
+            workdir / "model", TinyModelConfig(env_ids=[ENV_ID], env_kwargs=ENV_KWARGS, **SHAPES[args.model])
+        )
+        ours, prompts = run_multi_turn(model_dir, args, cuda, workdir)
+        trl = None if args.no_trl else run_trl(model_dir, prompts, args, cuda, workdir)
+    result: dict[str, Any] = {
+        "device": torch.cuda.get_device_name() if cuda else f"cpu ({platform.processor() or platform.machine()})",
+        "model": args.model,
+        "parameters": ours.pop("parameters"),
+        "episodes_per_step": args.tasks_per_step * args.generations,
+        "max_turns": args.max_turns,
+        "turn_tokens": args.turn_tokens,
+        "steps": args.steps,
+        "quick": args.smoke,
+        "settings": vars(args),
+        "multi_turn": ours,
+        "trl": trl,
+    }
+    result["summary"] = summary(result)
+    print_table(result)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return result
 
 
 if __name__ == "__main__":
