@@ -29,8 +29,10 @@ import argparse
 import gc
 import json
 import platform
+import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -351,7 +353,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             workdir / "model", TinyModelConfig(env_ids=[ENV_ID], env_kwargs=ENV_KWARGS, **SHAPES[args.model])
         )
         ours, prompts = run_multi_turn(model_dir, args, cuda, workdir)
-        trl = None if args.no_trl else run_trl(model_dir, prompts, args, cuda, workdir)
+        trl, trl_error = None, None
+        if not args.no_trl:
+            try:  # a one-shot GPU run keeps the multi-turn figures even if the baseline fails
+                trl = run_trl(model_dir, prompts, args, cuda, workdir)
+            except Exception as error:  # reported in the JSON; the run exits 1
+                traceback.print_exc()
+                trl_error = f"{type(error).__name__}: {error}"
     result: dict[str, Any] = {
         "device": torch.cuda.get_device_name() if cuda else f"cpu ({platform.processor() or platform.machine()})",
         "model": args.model,
@@ -364,14 +372,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "settings": vars(args),
         "multi_turn": ours,
         "trl": trl,
+        "trl_error": trl_error,
     }
     result["summary"] = summary(result)
     print_table(result)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")
+    if trl_error:
+        print(f"the TRL arm failed: {trl_error}", file=sys.stderr)
     return result
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(1 if main()["trl_error"] else 0)

@@ -32,6 +32,7 @@ def test_smoke_run_writes_a_bench_summary(tmp_path: Path) -> None:
 
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
     episodes, most_tokens = 4, 4 * 2 * 8  # episodes x turns x tokens a turn
+    assert result["trl_error"] is None
     ours, trl = result["multi_turn"], result["trl"]
     assert [row["episodes"] for row in ours["per_step"]] == [episodes]
     assert 1 <= ours["mean_turns"] <= 2
