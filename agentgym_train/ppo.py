@@ -1,35 +1,62 @@
 """`MultiTurnPPOTrainer`: PPO over multi-turn episodes, a value model and GAE over the model's tokens.
 
 TRL no longer ships PPO. This trainer reuses the multi-turn GRPO machinery (rollout engine, TRL's
-clipped policy loss, KL, PEFT, accelerate) and changes only the advantages: a separate value model
-(a token-classification head on a copy of the policy's transformer, `num_labels=1`) estimates the
-return before each model token; GAE runs over the model's own tokens (env tokens are skipped, the
+clipped policy loss, KL, PEFT, accelerate) and changes only the advantages: a critic
+(`agentgym_train.critic`; `critic="full"`: a token-classification copy of the policy or of
+`critic_model_name_or_path`; `critic="lora"`: a LoRA adapter and value head on the policy's frozen
+base) estimates the return before each model token; GAE runs over the model's own tokens (env tokens are skipped, the
 value bootstraps across them, see `advantages.gae`) with the episode's reward (TRL's
 `reward_weights`-weighted sum of the `reward_funcs`, as for every estimator) paid on the last model
-token; the token-level advantages (B, T) go to TRL's loss, which accepts them. The value model is
-fitted on the GAE returns after each rollout (its gradients averaged over processes).
+token; the token-level advantages (B, T) go to TRL's loss, which accepts them. The critic is
+fitted on the GAE returns after each rollout (its gradients averaged over processes). Value passes
+run in micro-batches of `per_device_train_batch_size` rows. Checkpoints hold the critic's trainable
+weights and its optimiser's state in `checkpoint-N/critic/`; `train(resume_from_checkpoint=...)`
+restores them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from agentgym_train.advantages import gae, masked_whiten, token_rewards
+from agentgym_train.critic import CRITIC_KINDS, ModelCritic, load_critic, lora_critic, save_critic
 from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
+
+#: The critic's folder inside a checkpoint: its trainable weights and its optimiser's state.
+CRITIC_DIR = "critic"
 
 
 @dataclass
 class MultiTurnPPOConfig(MultiTurnGRPOConfig):
     """`MultiTurnGRPOConfig` plus the value model's settings."""
 
+    critic: str = field(
+        default="full",
+        metadata={
+            "help": "'full': a trainable fp32 token-classification model (a copy of the policy, or "
+            "critic_model_name_or_path); 'lora': a LoRA adapter and a value head on a frozen base (the "
+            "policy's own base when the policy is a PEFT model, else a frozen copy in the policy's dtype)."
+        },
+    )
+    critic_model_name_or_path: str | None = field(
+        default=None, metadata={"help": "The critic's model (e.g. a smaller one); default: the policy's."}
+    )
+    critic_lora_rank: int = field(default=16, metadata={"help": "LoRA rank of a critic='lora'."})
     value_learning_rate: float = field(default=1e-4, metadata={"help": "Learning rate of the value model."})
     value_epochs: int = field(default=2, metadata={"help": "Value-model passes over each rollout."})
     gae_gamma: float = field(default=1.0, metadata={"help": "Discount per model token."})
     gae_lambda: float = field(default=0.95, metadata={"help": "GAE lambda."})
     whiten_advantages: bool = field(default=True, metadata={"help": "Normalise advantages over model tokens."})
+
+    def __post_init__(self) -> None:
+        if self.critic not in CRITIC_KINDS:
+            raise ValueError(f"critic must be one of {CRITIC_KINDS}, got {self.critic!r}")
+        super().__post_init__()
 
 
 class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
@@ -48,22 +75,40 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
         if not isinstance(args, MultiTurnPPOConfig):
             raise TypeError(f"args must be a MultiTurnPPOConfig, got {type(args).__name__}")
         super().__init__(model, args, **kwargs)
-        if value_model is None:
+        policy = self.accelerator.unwrap_model(self.model)
+        if value_model is not None:
+            self.critic = ModelCritic(value_model)
+        elif args.critic == "lora":
+            dtype = next(policy.parameters()).dtype
+            source = args.critic_model_name_or_path
+            if source is None and not hasattr(policy, "get_base_model"):
+                source = policy.config._name_or_path
+            self.critic = lora_critic(policy, source, args.critic_lora_rank, dtype)
+        else:
             from transformers import AutoModelForTokenClassification
 
-            source = self.accelerator.unwrap_model(self.model)
-            source = source.get_base_model() if hasattr(source, "get_base_model") else source
-            value_model = AutoModelForTokenClassification.from_pretrained(
-                source.config._name_or_path, num_labels=1, dtype=torch.float32
-            )
-            value_model.config.pad_token_id = self._tokenizer.pad_token_id
-        self.value_model = value_model.to(self.accelerator.device)
-        self.value_optimizer = torch.optim.AdamW(self.value_model.parameters(), lr=args.value_learning_rate)
+            base = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
+            source = args.critic_model_name_or_path or base.config._name_or_path
+            full = AutoModelForTokenClassification.from_pretrained(source, num_labels=1, dtype=torch.float32)
+            full.config.pad_token_id = self._tokenizer.pad_token_id
+            self.critic = ModelCritic(full)
+        self.critic.to(self.accelerator.device)
+        self.value_optimizer = torch.optim.AdamW(self.critic.trainable_parameters(), lr=args.value_learning_rate)
+
+    @property
+    def value_model(self) -> torch.nn.Module:
+        """The critic (a `ModelCritic` or `LoRACritic`)."""
+        return self.critic
+
+    def _micro_batches(self, n: int) -> list[slice]:
+        size = self.args.per_device_train_batch_size
+        return [slice(start, start + size) for start in range(0, n, size)]
 
     def _values(self, ids: torch.Tensor, attention: torch.Tensor, completion_length: int) -> torch.Tensor:
-        """V(state before each completion token): the value head's output one position earlier."""
-        values = self.value_model(input_ids=ids, attention_mask=attention).logits[..., 0]
-        return values[:, -completion_length - 1 : -1]
+        """V(state before each completion token): the critic's output one position earlier, computed
+        in micro-batches of `per_device_train_batch_size` rows."""
+        chunks = [self.critic(ids[rows], attention[rows]) for rows in self._micro_batches(ids.size(0))]
+        return torch.cat(chunks)[:, -completion_length - 1 : -1]
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
@@ -87,16 +132,35 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
     def _fit_values(
         self, ids: torch.Tensor, attention: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
     ) -> None:
-        self.value_model.train()
+        """`value_epochs` optimiser steps on the squared error to the GAE returns, each accumulated over
+        micro-batches (the same gradient as one pass over the whole batch, at a micro-batch's memory)."""
+        tokens = mask.sum().clamp(min=1)
+        parameters = self.critic.trainable_parameters()
         for _ in range(self.args.value_epochs):
-            values = self._values(ids, attention, targets.size(1))
-            loss = ((values - targets) ** 2 * mask).sum() / mask.sum().clamp(min=1)
             self.value_optimizer.zero_grad()
-            loss.backward()
-            if self.accelerator.num_processes > 1:  # one value model per process: keep them identical
-                for p in self.value_model.parameters():
+            total = 0.0
+            for rows in self._micro_batches(ids.size(0)):
+                with self.critic.active():
+                    values = self._values(ids[rows], attention[rows], targets.size(1))
+                    loss = ((values - targets[rows]) ** 2 * mask[rows]).sum() / tokens
+                    loss.backward()
+                total += float(loss.detach())
+            if self.accelerator.num_processes > 1:  # one critic per process: keep them identical
+                for p in parameters:
                     if p.grad is not None:
                         p.grad = self.accelerator.reduce(p.grad, reduction="mean")
-            torch.nn.utils.clip_grad_norm_(self.value_model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(parameters, 1.0)
             self.value_optimizer.step()
-        self._metrics["train"]["value/loss"].append(float(loss.detach()))
+        self._metrics["train"]["value/loss"].append(total)
+
+    # ---- checkpoints: the critic and its optimiser in `checkpoint-N/critic/` --------------------------
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            save_critic(self.critic, self.value_optimizer, folder / CRITIC_DIR)
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None:
+            load_critic(self.critic, self.value_optimizer, Path(checkpoint) / CRITIC_DIR)

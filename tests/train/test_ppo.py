@@ -47,3 +47,117 @@ def test_ppo_gives_token_level_advantages_and_fits_its_value_model(toy_model: Pa
     assert any(not torch.equal(a, b) for a, b in zip(value_before, trainer.value_model.parameters(), strict=True))
     assert any(not torch.equal(a, b) for a, b in zip(policy_before, trainer.model.parameters(), strict=True))
     assert any("value/loss" in row for row in trainer.state.log_history)
+
+
+def ppo_args(tmp_path: Path, **overrides) -> MultiTurnPPOConfig:
+    options = {
+        "output_dir": str(tmp_path),
+        "env_id": toy_env.ENV_ID,
+        "max_turn_tokens": 1,
+        "max_completion_length": 64,
+        "num_generations": 4,
+        "per_device_train_batch_size": 4,
+        "steps_per_generation": 4,  # a rollout of 16 episodes, value passes in micro-batches of 4
+        "learning_rate": 5e-3,
+        "max_steps": 1,
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "no",
+        "activation_checkpointing": False,
+        "disable_tqdm": True,
+        "dataloader_pin_memory": False,
+        **overrides,
+    }
+    return MultiTurnPPOConfig(**options)
+
+
+def rollout_tensors(trainer: MultiTurnPPOTrainer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    trainer.model.eval()  # a rollout without fitting the critic
+    out = trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
+    trainer.model.train()
+    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+    return ids, attention, out["completion_mask"] * out["tool_mask"], out["completion_ids"].size(1)
+
+
+def test_value_passes_in_micro_batches_equal_one_full_batch_pass(toy_model: Path, tmp_path: Path) -> None:
+    model, tokenizer = load_model(toy_model)
+    trainer = MultiTurnPPOTrainer(model, ppo_args(tmp_path), processing_class=tokenizer)
+    ids, attention, mask, length = rollout_tensors(trainer)
+    assert ids.size(0) == 16 and len(trainer._micro_batches(16)) == 4
+    with torch.no_grad():
+        micro = trainer._values(ids, attention, length)
+        full = trainer.critic(ids, attention)[:, -length - 1 : -1]
+    assert micro.shape == mask.shape
+    assert torch.allclose(micro, full, atol=1e-5)
+    # the fit accumulates micro-batch gradients into the full batch's gradient
+    targets = torch.rand(mask.shape)
+    trainer.args.value_epochs = 1
+    trainer.value_optimizer = torch.optim.SGD(trainer.critic.trainable_parameters(), lr=0.0)
+    trainer._fit_values(ids, attention, targets, mask)
+    micro_grads = [p.grad.clone() for p in trainer.critic.trainable_parameters()]
+    trainer.value_optimizer.zero_grad()
+    values = trainer.critic(ids, attention)[:, -length - 1 : -1]
+    (((values - targets) ** 2 * mask).sum() / mask.sum()).backward()
+    torch.nn.utils.clip_grad_norm_(trainer.critic.trainable_parameters(), 1.0)  # as the fit does
+    for a, p in zip(micro_grads, trainer.critic.trainable_parameters(), strict=True):
+        assert torch.allclose(a, p.grad, atol=1e-6)
+    trainer.engine.close()
+
+
+def fit_toy_target(trainer: MultiTurnPPOTrainer, steps: int) -> list[float]:
+    """Fit the critic to a fixed target (0.7 on every model token); return the losses."""
+    ids, attention, mask, _ = rollout_tensors(trainer)
+    targets = torch.full(mask.shape, 0.7)
+    for _ in range(steps):
+        trainer._fit_values(ids, attention, targets, mask)
+    return trainer._metrics["train"]["value/loss"][-steps:]
+
+
+def test_a_lora_critic_on_the_policy_base_trains_and_leaves_the_policy_alone(toy_model: Path, tmp_path: Path) -> None:
+    from peft import LoraConfig
+
+    from agentgym_train.critic import LoRACritic
+
+    model, tokenizer = load_model(toy_model)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
+    args = ppo_args(tmp_path, critic="lora", critic_lora_rank=4, value_learning_rate=5e-2)
+    trainer = MultiTurnPPOTrainer(model, args, processing_class=tokenizer, peft_config=lora)
+    critic = trainer.critic
+    assert isinstance(critic, LoRACritic) and critic.body is trainer.model  # one base for both
+    policy = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if ".critic." not in n}
+    critic_names = {n for n, _ in critic._adapter_parameters()}
+    assert critic_names and all(".critic." in n for n in critic_names)
+    # the policy's optimiser will hold the policy's adapter only
+    trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    assert trainable and all(".default." in n for n in trainable)
+
+    adapter = {n: p.detach().clone() for n, p in critic._adapter_parameters()}
+    losses = fit_toy_target(trainer, 5)
+    assert losses[-1] < 0.5 * losses[0], losses
+    assert any(not torch.equal(adapter[n], p) for n, p in critic._adapter_parameters() if "lora_B" in n)
+    after = dict(trainer.model.named_parameters())
+    for name, value in policy.items():  # base and policy adapter untouched by the critic's optimiser
+        assert torch.equal(value, after[name].detach()), name
+    assert trainer.model.active_adapter == "default"
+    assert {n for n, p in trainer.model.named_parameters() if p.requires_grad} == trainable
+    trainer.create_optimizer()
+    in_optimizer = {id(p) for group in trainer.optimizer.param_groups for p in group["params"]}
+    assert not in_optimizer & {id(after[n]) for n in critic_names}
+    trainer.engine.close()
+
+
+def test_a_lora_critic_beside_a_fully_trained_policy_uses_a_frozen_copy(toy_model: Path, tmp_path: Path) -> None:
+    model, tokenizer = load_model(toy_model)
+    args = ppo_args(tmp_path, critic="lora", critic_lora_rank=4, value_learning_rate=5e-2)
+    trainer = MultiTurnPPOTrainer(model, args, processing_class=tokenizer)
+    body = trainer.critic.body
+    assert body is not trainer.model
+    frozen = {n: p.detach().clone() for n, p in body.named_parameters() if "lora_" not in n}
+    assert not any(p.requires_grad for n, p in body.named_parameters() if "lora_" not in n)
+    losses = fit_toy_target(trainer, 5)
+    assert losses[-1] < 0.5 * losses[0], losses
+    for name, param in body.named_parameters():
+        if name in frozen:
+            assert torch.equal(frozen[name], param.detach()), name
+    trainer.engine.close()
