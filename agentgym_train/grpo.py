@@ -22,6 +22,7 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing, unwrap_model_for_generation
 
 from agentgym_train import advantages as adv
+from agentgym_train.lockstep import LockstepGenerator, needs_lockstep
 from agentgym_train.rollout import Episode, RolloutEngine, Task, hf_generate_fn
 from agentgym_train.sampler import CachedSampler
 from agentgym_train.scheduler import MaxTurnScheduler
@@ -346,7 +347,11 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                 torch.no_grad(),
                 self._dist.summon_full_params(self.model_wrapped, recurse=False),
             ):
-                episodes = self.engine.run(tasks, self._sampler(unwrapped_model))
+                generate = self._sampler(unwrapped_model)
+                if needs_lockstep(self.accelerator, self.args.ds3_gather_for_generation):
+                    pad, chunk = self._tokenizer.pad_token_id, self.args.generation_chunk_size
+                    generate = LockstepGenerator(generate, self.accelerator, pad, chunk)
+                episodes = self.engine.run(tasks, generate)
         self.last_episodes = episodes
         self._log_rollout(episodes)
         dropped = self._failed_groups(episodes)
@@ -354,7 +359,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             "prompt_ids": [e.prompt_ids for e in episodes],
             "completion_ids": [e.completion_ids for e in episodes],
             "logprobs": [e.logprobs for e in episodes],
-            "env_mask": [[0] * len(e.env_mask) if drop else e.env_mask for e, drop in zip(episodes, dropped)],
+            "env_mask": [[0] * len(e.env_mask) if d else e.env_mask for e, d in zip(episodes, dropped, strict=True)],
             "episode_return": [e.episode_return for e in episodes],
             "success": [float(e.success) for e in episodes],
             "turns": [e.turns for e in episodes],
@@ -374,7 +379,10 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         return [bool(groups[(start + j) // group]) for j in range(len(episodes))]
 
     def _sampler(self, model: Any) -> Any:
+        """The HF generator; with sharded weights `generate` runs with `synced_gpus` and chunks are split by
+        the `LockstepGenerator` around it."""
         plain = self.repetition_penalty == 1.0 and not self.min_p
+        lockstep = needs_lockstep(self.accelerator, self.args.ds3_gather_for_generation)
         if self.args.sampler == "cached" and plain:
             return CachedSampler(
                 model, self._tokenizer.pad_token_id, self.eos_token_ids, self.temperature, self.top_k, self.top_p
@@ -386,8 +394,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             temperature=self.temperature,
             top_p=self.top_p,
             top_k=self.top_k,
-            batch_size=self.args.generation_chunk_size,
+            batch_size=None if lockstep else self.args.generation_chunk_size,
             generation_kwargs={"repetition_penalty": self.repetition_penalty, "min_p": self.min_p},
+            synced_gpus=lockstep,
         )
 
     def _log_rollout(self, episodes: list[Episode]) -> None:

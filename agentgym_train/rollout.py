@@ -17,6 +17,10 @@ is rendered, and end tokens other than the template's end-of-turn token: `agentg
 
 Faults: each env call runs on a daemon thread with a timeout (`env_timeout`); an env that raises or
 hangs ends its episode (`env_error`, return 0), is dropped and replaced, and the rollout goes on.
+
+Several processes with sharded weights (FSDP, ZeRO-3): a `GenerateFn` with a `sync_live(any_local)`
+method makes the turn loop run while any process has a live episode, calling it with no contexts where
+none is left here, so every process makes the same forward passes (`agentgym_train.lockstep`).
 """
 
 from __future__ import annotations
@@ -89,11 +93,13 @@ def hf_generate_fn(
     top_k: int | None = None,
     batch_size: int | None = None,
     generation_kwargs: dict[str, Any] | None = None,
+    synced_gpus: bool = False,
 ) -> GenerateFn:
     """A `GenerateFn` over transformers `generate`: left-padded batches, sampled ids and their logprobs.
 
     Logprobs are taken from the raw logits divided by the temperature (the distribution that TRL's
-    loss recomputes), for the token actually sampled.
+    loss recomputes), for the token actually sampled. `synced_gpus`: every process steps until all
+    have finished (sharded weights, see `agentgym_train.lockstep`).
     """
     import torch
     from transformers import GenerationConfig
@@ -129,7 +135,10 @@ def hf_generate_fn(
                 attention_mask[row, width - len(ids) :] = 1
             with torch.no_grad():
                 out = model.generate(
-                    input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), generation_config=config
+                    input_ids=input_ids.to(device),
+                    attention_mask=attention_mask.to(device),
+                    generation_config=config,
+                    synced_gpus=synced_gpus,
                 )
             new = out.sequences[:, width:].cpu()
             logits = torch.stack(out.logits, dim=1).float().cpu()
@@ -323,7 +332,10 @@ class RolloutEngine:
                 episodes.append(result)
                 live.append(i)
 
-        while live:
+        # Sharded weights (`agentgym_train.lockstep`): while any process has a live episode, every process
+        # calls `generate`, with no contexts once its own episodes have all ended.
+        sync_live = getattr(generate, "sync_live", None)
+        while sync_live(bool(live)) if sync_live is not None else live:
             contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in live]
             started = time.perf_counter()
             outputs = generate(contexts, self.max_turn_tokens)

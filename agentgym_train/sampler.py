@@ -14,7 +14,7 @@ whose contexts do not all extend the previous call's sequences starts over with 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -46,6 +46,10 @@ class CachedSampler:
         self.temperature = temperature
         self.top_k = top_k or None
         self.top_p = top_p
+        #: Given whether this process still decodes a reply, whether any process does. Sharded training
+        #: sets it to an all-reduce (`agentgym_train.lockstep`) so every process makes the same decode
+        #: steps; it is called before each decode step's forward pass, never on the last step.
+        self.any_live: Callable[[bool], bool] | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -147,7 +151,8 @@ class CachedSampler:
                 tokens[row].append(int(token[row]))
                 logprobs[row].append(float(logp[row]))
             live &= ~torch.isin(token, self.eos)
-            if not live.any() or step == max_new_tokens - 1:
+            local = bool(live.any())
+            if step == max_new_tokens - 1 or not (self.any_live(local) if self.any_live else local):
                 break
             # feed the sampled tokens of live rows (finished rows get a masked hole)
             feed = torch.where(live, token, torch.full_like(token, self.pad_token_id))[:, None]

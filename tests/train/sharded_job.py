@@ -1,0 +1,85 @@
+"""One GRPO step under `accelerate launch` with sharded weights (run by test_sharded.py).
+
+The two processes' episodes end after different numbers of turns (max_turns 1 on rank 0, 3 on
+rank 1), so rank 0 runs out of live episodes first. Every rank counts the policy's forward passes,
+saves a checkpoint and a final model (both collective under FSDP), and writes OUT/rank-<i>.json.
+
+Usage: sharded_job.py MODEL_DIR OUTPUT_DIR SAMPLER
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def treat_cpu_processes_as_gpus() -> None:
+    """Stand-in for GPUs: accelerate applies its FSDP plugin only to GPU-like process groups (on CPU it
+    silently falls back to DDP), so the CPU processes are reported as MULTI_GPU over gloo on the CPU."""
+    import torch
+    from accelerate.state import PartialState
+    from accelerate.utils import DistributedType
+
+    prepare = PartialState._prepare_backend
+
+    def prepare_backend(self, cpu=False, sagemaker_dp=False, backend=None):
+        backend, kind = prepare(self, True, sagemaker_dp, backend)
+        return (backend, DistributedType.MULTI_GPU) if kind == DistributedType.MULTI_CPU else (backend, kind)
+
+    def set_device(self):
+        self.device = self.device or torch.device("cpu")
+
+    PartialState._prepare_backend = prepare_backend
+    PartialState.set_device = set_device
+
+
+def main(model_dir: str, output_dir: str, sampler: str) -> None:
+    import torch
+
+    treat_cpu_processes_as_gpus()
+    from train_helpers import grpo_args
+
+    from agentgym_train.grpo import MultiTurnGRPOTrainer
+    from agentgym_train.tiny import load_model
+
+    torch.set_num_threads(1)
+    model, tokenizer = load_model(model_dir)
+    forwards = [0]
+    model.register_forward_pre_hook(lambda *_: forwards.__setitem__(0, forwards[0] + 1))
+    args = grpo_args(
+        Path(output_dir),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_steps=1,
+        temperature=1.5,
+        sampler=sampler,
+        generation_chunk_size=3 if sampler == "generate" else None,
+        save_strategy="steps",
+        save_steps=1,
+    )
+    trainer = MultiTurnGRPOTrainer(model, args, processing_class=tokenizer, reward_funcs=[by_length])
+    rank = trainer.accelerator.process_index
+    trainer.engine.max_turns = 1 + 2 * rank
+    trainer.train()
+    trainer.engine.close()
+    trainer.save_model(str(Path(output_dir, "final")))  # every rank: FSDP gathers the full state dict
+    report = {
+        "rank": rank,
+        "world_size": trainer.accelerator.num_processes,
+        "fsdp_version": trainer._dist.fsdp_version,
+        "global_step": trainer.state.global_step,
+        "turns": [e.turns for e in trainer.last_episodes],
+        "forwards": forwards[0],
+    }
+    Path(output_dir, f"rank-{rank}.json").write_text(json.dumps(report))
+
+
+def by_length(completions, **kwargs):
+    """A reward that differs inside groups (a random model never succeeds), so gradients flow."""
+    return [float(len(c)) for c in completions]
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    main(*sys.argv[1:4])
