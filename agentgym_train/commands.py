@@ -21,7 +21,9 @@ def add_subcommands(sub: Any) -> None:
         help="SFT + multi-turn GRPO + evaluation from a TRL-style YAML config ([train] extra)",
         description="Run a training config: a YAML file, or the name of a packaged one "
         f"({', '.join(packaged_configs())}). Without CONFIG: the CPU demo (tiny model, BabyAI). "
-        "Any key can be overridden after CONFIG: agentgym train babyai_demo --max_steps 10",
+        "Any key can be overridden after CONFIG: agentgym train babyai_demo --max_steps 10. "
+        "--resume_from_checkpoint [PATH|true] continues a run from a checkpoint (true or no value: the last "
+        "checkpoint-N in output_dir): model, optimiser, LR scheduler, max-turn schedule, critic, data order.",
     )
     p.add_argument("config", nargs="?", default=DEFAULT_CONFIG.stem, help="YAML file or packaged config name")
     p.add_argument("overrides", nargs=argparse.REMAINDER, help="--key value pairs that override the config")
@@ -74,12 +76,42 @@ def cmd_train(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        pipeline, trainer_args = load_configs(path, args.overrides)
+        pipeline, trainer_args = load_configs(path, resume_flag(args.overrides))
+        resume_target(trainer_args.resume_from_checkpoint, trainer_args.output_dir)
     except ValueError as error:  # a bad value in the config or an override
         print(f"{path}: {error}", file=sys.stderr)
         return 2
     run(pipeline, trainer_args)
     return 0
+
+
+def resume_flag(overrides: list[str]) -> list[str]:
+    """`--resume_from_checkpoint` given without a value means `true`."""
+    out = list(overrides)
+    for i, item in enumerate(out):
+        if item == "--resume_from_checkpoint" and (i + 1 == len(out) or out[i + 1].startswith("--")):
+            out.insert(i + 1, "true")
+    return out
+
+
+def resume_target(value: str | None, output_dir: str) -> str | None:
+    """The checkpoint folder to resume from: None (no resume), a checkpoint-N folder, or for `true` the
+    last checkpoint in `output_dir`."""
+    if value is None or value.lower() in ("", "false", "none"):
+        return None
+    if value.lower() == "true":
+        from transformers.trainer_utils import get_last_checkpoint
+
+        last = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+        if last is None:
+            raise ValueError(f"resume_from_checkpoint: no checkpoint-N folder in output_dir {output_dir!r} to resume")
+        return last
+    if not (Path(value) / "trainer_state.json").is_file():
+        raise ValueError(
+            f"resume_from_checkpoint: {value!r} is no checkpoint (no trainer_state.json); give a checkpoint-N "
+            "folder, or true for the last one in output_dir"
+        )
+    return value
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 from tqdm.auto import tqdm
 from transformers.trainer_callback import ProgressCallback
 
-from agentgym_train.commands import DEFAULT_CONFIG
+from agentgym_train.commands import DEFAULT_CONFIG, resume_target
 from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 from agentgym_train.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
@@ -292,7 +292,7 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     if not args.disable_tqdm:
         trainer.remove_callback(ProgressCallback)
         trainer.add_callback(PhaseProgress(pipeline.algorithm.upper(), RL_POSTFIX))
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume_target(args.resume_from_checkpoint, args.output_dir))
     trainer.engine.close()
     if trainer.is_world_process_zero():
         trainer.save_model(str(out / "rl-model"))
