@@ -135,3 +135,24 @@ def test_plain_gymnasium_string_env() -> None:
     assert observation == "you said hello" and not terminated
     observation, reward, terminated, _, info = env.step("```done```")
     assert terminated and reward == 1.0 and info["episode"]["return"] == 1.0 and info["episode"]["turns"] == 2
+
+
+HOSTILE_REPLIES = [
+    '{"name": "go to", "arguments": ' + "[" * 100_000 + "}",  # deeper than the JSON decoder goes
+    '{"name": "go to", "arguments": {"n": ' + "9" * 5000 + "}}",  # past Python's int digit limit
+    "\n" * 100_000 + "Action:",
+    "<search>" * 10_000,
+    "```" + "x" * 100_000,
+    "Action: go to red ball " + "9" * 5000,
+    "\ud800\x00\u202e",
+]
+
+
+@pytest.mark.parametrize("parser", ["action_line", "tags", "fenced", "json"])
+def test_hostile_replies_cost_a_turn_and_raise_nothing(parser: str) -> None:
+    env = babyai(parser=parser, max_turns=None)
+    env.reset(seed=0)
+    for reply in HOSTILE_REPLIES:
+        observation, reward, terminated, truncated, info = env.step(reply)
+        assert observation and reward == 0 and not (terminated or truncated) and info["valid_action"] is False
+    assert env.turns == len(HOSTILE_REPLIES)
