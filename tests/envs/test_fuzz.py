@@ -293,3 +293,12 @@ def test_normalisers_equal_their_regex_definitions() -> None:
         assert normalise_action(text, lower=False) == expected, repr(text[:60])
         expected = _JAVA_SPACES.sub(" ", text).strip().strip("`'\"").rstrip(".!").strip()
         assert sciworld_normalise_action(text) == expected, repr(text[:60])
+
+
+@pytest.mark.parametrize("env_id", ["AgentGym/BabyAI-v0", "AgentGym/TextCraft-v0"])
+@pytest.mark.parametrize("task_id", ["GoToLocal/" + HUGE, "GoToLocal/٣", "\ud800", "x" * 100_000, "GoToLocal/-1"])
+def test_hostile_task_ids_are_unknown_tasks(env_id: str, task_id: str) -> None:
+    env = gym.make(env_id)
+    with pytest.raises(ValueError, match="unknown task_id"):
+        env.reset(options={"task_id": task_id})
+    env.close()
