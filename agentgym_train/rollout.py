@@ -458,7 +458,7 @@ def _close_quietly(env: Any) -> None:
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Mean return, success rate, mean turns, truncation and invalid-reply rates of a batch."""
+    """Mean return, success rate, mean turns, truncation, invalid-reply and env-error rates of a batch."""
     n = max(1, len(episodes))
     turns = sum(e.turns for e in episodes)
     return {
@@ -468,6 +468,7 @@ def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
         "truncated": sum(e.truncated or e.budget_truncated for e in episodes) / n,
         "budget_truncated": sum(e.budget_truncated for e in episodes) / n,
         "invalid_reply_rate": sum(e.invalid_replies for e in episodes) / max(1, turns),
+        "env_error_rate": sum(e.env_error is not None for e in episodes) / n,
         "model_tokens": sum(sum(e.env_mask) for e in episodes) / n,
         "completion_tokens": sum(len(e.completion_ids) for e in episodes) / n,
     }

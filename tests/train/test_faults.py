@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from faulty_env import ENV_ID, FaultyEnv
 from train_helpers import grpo_args
 
-from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.rollout import EnvTimeoutError, RolloutEngine, Task, run_calls
 from agentgym_train.tiny import load_model
 
 
@@ -86,6 +87,28 @@ def test_a_hung_env_is_abandoned_after_the_timeout_and_never_starves_the_workers
     assert all(e.env_error is None and e.success for e in again)
     assert engine.env_errors == 2
     engine.close()
+
+
+def test_run_calls_keeps_order_bounds_concurrency_and_times_out_hung_calls() -> None:
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def call(k: int) -> int:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        if k == 3:
+            raise ValueError("three")
+        return k * k
+
+    results = run_calls([lambda k=k: call(k) for k in range(8)], workers=3, timeout=5)
+    assert results[:3] == [0, 1, 4] and results[4:] == [16, 25, 36, 49]
+    assert isinstance(results[3], ValueError) and peak[0] == 3
+    started = time.monotonic()
+    hung = run_calls([lambda: faulty_env.RELEASE.wait(60), lambda: 7], workers=1, timeout=0.2)
+    assert isinstance(hung[0], EnvTimeoutError) and hung[1] == 7 and time.monotonic() - started < 5
 
 
 @pytest.fixture()
