@@ -178,8 +178,28 @@ def _row(name: str, result: Any) -> str:
     )
 
 
+def save_rl_model(trainer: MultiTurnGRPOTrainer, tokenizer: Any, path: Path) -> Any | None:
+    """Save the trained policy to `path`; call it on every process.
+
+    Under FSDP and DeepSpeed ZeRO-3 saving gathers the full weights, a collective call (the main
+    process writes them). Returns, on the main process, the model to evaluate (reloaded from `path`
+    when the trainer sharded the model's own weights in place); None on the others.
+    """
+    from agentgym_train.tiny import load_model
+
+    trainer.save_model(str(path))
+    if not trainer.is_world_process_zero():
+        return None
+    tokenizer.save_pretrained(str(path))
+    if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
+        return load_model(path)[0]
+    return trainer.model
+
+
 def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
-    """Run the whole pipeline; return (and write) the results."""
+    """Run the whole pipeline; return (and write) the results. Under several processes (`accelerate
+    launch`) every process trains and saves; the main one alone evaluates after RL and writes the
+    results (the others return theirs without evaluation)."""
     with quiet_console():
         return _run(pipeline, args)
 
@@ -294,9 +314,12 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
         trainer.add_callback(PhaseProgress(pipeline.algorithm.upper(), RL_POSTFIX))
     trainer.train(resume_from_checkpoint=resume_target(args.resume_from_checkpoint, args.output_dir))
     trainer.engine.close()
-    if trainer.is_world_process_zero():
-        trainer.save_model(str(out / "rl-model"))
-        tokenizer.save_pretrained(str(out / "rl-model"))
+    trained = save_rl_model(trainer, tokenizer, out / "rl-model")
+    if trained is None:
+        # What follows (plot, evaluation, results.json) is the main process's alone and makes no collective
+        # call: the others end here instead of waiting in a barrier that a long evaluation would time out.
+        return results
+    model = trained
     log_history = trainer.state.log_history
     _plot(log_history, out / "training.png", pipeline.algorithm)
     results["log_history"] = log_history

@@ -2,7 +2,8 @@
 
 The two processes' episodes end after different numbers of turns (max_turns 1 on rank 0, 3 on
 rank 1), so rank 0 runs out of live episodes first. Every rank counts the policy's forward passes,
-saves a checkpoint and a final model (both collective under FSDP), and writes OUT/rank-<i>.json.
+saves a checkpoint and the final model as the pipeline does (both collective under FSDP); the main
+process alone evaluates the saved model on two tasks. Every rank writes OUT/rank-<i>.json.
 
 Usage: sharded_job.py MODEL_DIR OUTPUT_DIR SAMPLER
 """
@@ -40,7 +41,9 @@ def main(model_dir: str, output_dir: str, sampler: str) -> None:
     treat_cpu_processes_as_gpus()
     from train_helpers import grpo_args
 
+    from agentgym_train.evaluate import evaluate_model
     from agentgym_train.grpo import MultiTurnGRPOTrainer
+    from agentgym_train.pipeline import save_rl_model
     from agentgym_train.tiny import load_model
 
     torch.set_num_threads(1)
@@ -63,7 +66,14 @@ def main(model_dir: str, output_dir: str, sampler: str) -> None:
     trainer.engine.max_turns = 1 + 2 * rank
     trainer.train()
     trainer.engine.close()
-    trainer.save_model(str(Path(output_dir, "final")))  # every rank: FSDP gathers the full state dict
+    trained = save_rl_model(trainer, tokenizer, Path(output_dir, "final"))
+    evaluated = None
+    if trained is not None:  # the main process: a plain model (no sharded tensors), evaluated alone
+        kinds = sorted({type(p).__name__ for p in trained.parameters()})
+        result = evaluate_model(
+            trained, tokenizer, args.env_id, num_tasks=2, max_turns=2, max_turn_tokens=6, progress=False
+        )
+        evaluated = {"parameter_types": kinds, "episodes": len(result.episodes)}
     report = {
         "rank": rank,
         "world_size": trainer.accelerator.num_processes,
@@ -71,6 +81,7 @@ def main(model_dir: str, output_dir: str, sampler: str) -> None:
         "global_step": trainer.state.global_step,
         "turns": [e.turns for e in trainer.last_episodes],
         "forwards": forwards[0],
+        "evaluated": evaluated,
     }
     Path(output_dir, f"rank-{rank}.json").write_text(json.dumps(report))
 

@@ -1,5 +1,6 @@
 """Sharded training on 2 CPU processes (gloo): the shipped FSDP config, ranks whose episodes end at
-different turns (a hang without lockstep generation), checkpoints saved by every rank."""
+different turns (a collective mismatch or hang without lockstep generation), checkpoints saved by every
+rank, the final evaluation on the main process alone."""
 
 from __future__ import annotations
 
@@ -58,6 +59,9 @@ def test_fsdp_ranks_with_different_turns_finish_and_save(tiny_babyai: Path, tmp_
     assert set(reports[0]["turns"]) == {1} and max(reports[1]["turns"]) > 1
     # ... yet both made the same forward passes: rank 0 kept stepping with dummy batches
     assert reports[0]["forwards"] == reports[1]["forwards"]
+    # the main process alone evaluated the saved (plain, unsharded) model
+    assert reports[0]["evaluated"] == {"parameter_types": ["Parameter"], "episodes": 2}
+    assert reports[1]["evaluated"] is None
     # the checkpoint and the final model hold the full (gathered) weights
     for folder in (out / "checkpoint-1", out / "final"):
         assert (folder / "model.safetensors").is_file(), sorted(p.name for p in folder.iterdir())
