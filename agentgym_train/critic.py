@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,10 @@ class ModelCritic(torch.nn.Module):
         """Where a backward through the critic must run (nothing to switch for a whole model)."""
         return nullcontext()
 
+    def hidden_from_saves(self) -> AbstractContextManager:
+        """Around the policy's saves (nothing to hide: this critic is no part of the policy)."""
+        return nullcontext()
+
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
 
@@ -69,6 +74,7 @@ class LoRACritic(torch.nn.Module):
             self.body = peft_model
         else:
             object.__setattr__(self, "body", peft_model)
+        self.owns_body = owns_body
         self.adapter = adapter
         base = peft_model.get_base_model()
         self._decoder = base.base_model  # the transformer without its LM head
@@ -89,6 +95,23 @@ class LoRACritic(torch.nn.Module):
             yield
         finally:
             tuner.set_adapter(previous if len(previous) > 1 else previous[0])
+
+    @contextmanager
+    def hidden_from_saves(self) -> Iterator[None]:
+        """The policy's saves (checkpoints, `save_model`) without the critic's adapter inside: PEFT would
+        write every adapter it holds; the critic is saved whole, with its head, in `critic/`."""
+        if self.owns_body:
+            yield
+            return
+        policy_adapters = [name for name in self.body.peft_config if name != self.adapter]
+        # An instance attribute shadows the method for the saves inside (Trainer calls save_pretrained).
+        self.body.save_pretrained = partial(
+            type(self.body).save_pretrained, self.body, selected_adapters=policy_adapters
+        )
+        try:
+            yield
+        finally:
+            del self.body.save_pretrained
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         with self.active():

@@ -154,6 +154,10 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
         self._metrics["train"]["value/loss"].append(total)
 
     # ---- checkpoints: the critic and its optimiser in `checkpoint-N/critic/` --------------------------
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        with self.critic.hidden_from_saves():  # the policy's files hold the policy only
+            super()._save(output_dir, state_dict)
+
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         super()._save_checkpoint(model, trial)
         if self.args.should_save:

@@ -40,8 +40,12 @@ class AtTrainBegin(TrainerCallback):
         self.probe()
 
 
-def ppo(model_dir: Path, output_dir: Path, critic: str, callbacks: list[Any]) -> MultiTurnPPOTrainer:
+def ppo(model_dir: Path, output_dir: Path, variant: str, callbacks: list[Any]) -> MultiTurnPPOTrainer:
+    """A 4-step PPO run; `variant`: the critic kind, or "lora+peft": a LoRA critic on a LoRA policy's base."""
+    from peft import LoraConfig
+
     model, tokenizer = load_model(model_dir)
+    critic, _, peft = variant.partition("+")
     args = MultiTurnPPOConfig(
         output_dir=str(output_dir),
         env_id=toy_env.ENV_ID,
@@ -63,7 +67,10 @@ def ppo(model_dir: Path, output_dir: Path, critic: str, callbacks: list[Any]) ->
         seed=3,
     )
     schedule = MaxTurnScheduler.stages([1, 2], every=2)  # the horizon changes right after the interruption
-    return MultiTurnPPOTrainer(model, args, processing_class=tokenizer, callbacks=[schedule, *callbacks])
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0) if peft else None
+    return MultiTurnPPOTrainer(
+        model, args, processing_class=tokenizer, callbacks=[schedule, *callbacks], peft_config=lora
+    )
 
 
 def step_logs(trainer: MultiTurnPPOTrainer) -> dict[int, dict[str, float]]:
@@ -74,7 +81,7 @@ def critic_state(trainer: MultiTurnPPOTrainer) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in trainer.critic.state().items()}
 
 
-@pytest.mark.parametrize("critic", ["full", "lora"])
+@pytest.mark.parametrize("critic", ["full", "lora", "lora+peft"])
 def test_a_resumed_ppo_run_continues_the_uninterrupted_one(toy_model: Path, tmp_path: Path, critic: str) -> None:
     from safetensors.torch import load_file
 
@@ -87,6 +94,10 @@ def test_a_resumed_ppo_run_continues_the_uninterrupted_one(toy_model: Path, tmp_
     stopped.engine.close()
     checkpoint = tmp_path / "run" / "checkpoint-2"
     assert stopped.state.global_step == 2 and (checkpoint / "critic" / "critic.safetensors").is_file()
+    assert sorted(p.name for p in (checkpoint / "critic").iterdir()) == ["critic.safetensors", "optimizer.pt"]
+    if critic == "lora+peft":  # the policy's adapter file holds the policy's adapter only
+        policy_keys = load_file(str(checkpoint / "adapter_model.safetensors")).keys()
+        assert policy_keys and not any("critic" in k for k in policy_keys)
     saved_critic = load_file(str(checkpoint / "critic" / "critic.safetensors"))
     assert all(torch.equal(saved_critic[k], v) for k, v in critic_state(stopped).items())
 
