@@ -315,6 +315,16 @@ class RolloutEngine:
         """
         self.timing = {"generation": 0.0, "env": 0.0}
         slots = self._take(tasks)
+        try:
+            return self._play(tasks, slots, generate, progress)
+        finally:  # healthy envs go back to the pool (also when generation raised)
+            for slot in slots:
+                if slot.env is not None and not slot.failed:
+                    self._pool.setdefault(slot.env_id, []).append(slot.env)
+
+    def _play(
+        self, tasks: Sequence[Task], slots: list[_Slot], generate: GenerateFn, progress: Callable[[int], None] | None
+    ) -> list[Episode]:
         started = time.perf_counter()
         resets = run_calls(
             [lambda s=s, t=t: self._reset(s, t) for s, t in zip(slots, tasks, strict=True)],
@@ -392,9 +402,6 @@ class RolloutEngine:
                 if progress is not None:
                     progress(1)
             live = still_live
-        for slot in slots:  # healthy envs go back to the pool
-            if slot.env is not None and not slot.failed:
-                self._pool.setdefault(slot.env_id, []).append(slot.env)
         return episodes
 
     def _reset(self, slot: _Slot, task: Task) -> Episode:

@@ -89,6 +89,21 @@ def test_a_hung_env_is_abandoned_after_the_timeout_and_never_starves_the_workers
     engine.close()
 
 
+def test_envs_go_back_to_the_pool_when_generation_raises(tiny_babyai: Path) -> None:
+    _, tokenizer = load_model(tiny_babyai)
+    engine = RolloutEngine(tokenizer, max_completion_length=256, max_turn_tokens=8)
+
+    def broken(contexts, max_new_tokens):
+        raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        engine.run([task("ok", k) for k in range(2)], broken)
+    made = FaultyEnv.made
+    assert all(e.env_error is None for e in engine.run([task("ok", k) for k in range(2)], replies(tokenizer)))
+    assert FaultyEnv.made == made  # the two envs of the failed call were reused, none leaked
+    engine.close()
+
+
 def test_run_calls_keeps_order_bounds_concurrency_and_times_out_hung_calls() -> None:
     running, peak, lock = [0], [0], threading.Lock()
 
