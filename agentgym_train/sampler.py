@@ -8,6 +8,14 @@ attention mask hides them and explicit position ids count only real tokens, so e
 exactly the context and positions it would in one unpadded forward pass (what the trainer
 recomputes; `tests/train/test_rollout.py` checks the logprobs agree).
 
+Holes are repacked between turns: when more than a quarter of the cache's columns are holes, each
+row's real columns are moved together (right-aligned, order kept), so a cache is as wide as its
+longest episode, not as the sum of every turn's longest observation and reply. Positions are baked
+into the cached keys, so moving columns changes nothing the model computes.
+
+Sampling runs on the model's device: per decode step only the batch's sampled ids and their
+logprobs move to the host, never a vocabulary-wide row.
+
 Use it as the engine's `GenerateFn` for one `RolloutEngine.run` (or a sequence of runs): a call
 whose contexts do not all extend the previous call's sequences starts over with a fresh cache.
 """
@@ -69,6 +77,7 @@ class CachedSampler:
             self.cache.batch_select_indices(torch.tensor(rows, device=device))
             self.mask = self.mask[rows]
             self.fed = [self.fed[r] for r in rows]
+            self._compact()
             pending = [list(c[len(self.fed[i]) :]) for i, c in enumerate(contexts)]
         with torch.no_grad():
             logits = self._feed(pending, device)
@@ -90,9 +99,29 @@ class CachedSampler:
                 return None
         return rows
 
+    def _compact(self, max_hole_share: float = 0.25) -> None:
+        """Repack each row's real cache columns to the right when holes exceed `max_hole_share`."""
+        from transformers.cache_utils import DynamicLayer
+
+        mask = self.mask
+        width = int(mask.sum(dim=1).max())
+        layers = getattr(self.cache, "layers", None)
+        if mask.size(1) - width <= max_hole_share * mask.size(1) or not layers:
+            return
+        if any(type(layer) is not DynamicLayer or layer.keys is None for layer in layers):
+            return  # sliding-window or other layer kinds keep their own layout
+        # a stable sort puts each row's holes first and its real columns after, in their order
+        index = torch.sort(mask, dim=1, stable=True).indices[:, -width:]
+        for layer in layers:
+            gather = index.to(layer.keys.device)[:, None, :, None]
+            layer.keys = layer.keys.gather(2, gather.expand(-1, layer.keys.size(1), -1, layer.keys.size(3)))
+            layer.values = layer.values.gather(2, gather.expand(-1, layer.values.size(1), -1, layer.values.size(3)))
+        self.mask = mask.gather(1, index)
+
     # ---- model calls ----------------------------------------------------------------------------------
     def _forward(self, ids: torch.Tensor, new_mask: torch.Tensor, device: torch.device) -> torch.Tensor:
         """Run new columns `ids` (with their 0/1 mask) after the cache; return the last column's logits."""
+        new_mask = new_mask.to(device)  # the mask stays on the model's device
         full = new_mask if self.mask is None else torch.cat([self.mask, new_mask], dim=1)
         # positions count real tokens only, so holes do not stretch distances
         positions = (full.cumsum(dim=1) - 1).clamp(min=0)[:, -ids.size(1) :]
@@ -102,14 +131,14 @@ class CachedSampler:
             self.cache = DynamicCache(config=self.model.config)
         out = self.model(
             input_ids=ids.to(device),
-            attention_mask=full.to(device),
-            position_ids=positions.to(device),
+            attention_mask=full,
+            position_ids=positions,
             cache=self.cache,
             use_cache=True,
             logits_to_keep=1,
         )
         self.mask = full
-        return out.logits[:, -1].float().cpu()
+        return out.logits[:, -1].float()
 
     def _feed(self, pending: list[list[int]], device: torch.device) -> torch.Tensor:
         width = max(len(p) for p in pending)
@@ -144,19 +173,23 @@ class CachedSampler:
         n = logits.size(0)
         tokens: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
+        eos = self.eos.to(logits.device)
         live = torch.ones(n, dtype=torch.bool)
         for step in range(max_new_tokens):
             token, logp = self._sample(logits)
-            for row in live.nonzero()[:, 0].tolist():
-                tokens[row].append(int(token[row]))
-                logprobs[row].append(float(logp[row]))
-            live &= ~torch.isin(token, self.eos)
+            ended = torch.isin(token, eos).cpu()
+            token_host, logp_host = token.tolist(), logp.tolist()  # B numbers to the host, once a step
+            rows = live.nonzero()[:, 0].tolist()
+            for row in rows:
+                tokens[row].append(token_host[row])
+                logprobs[row].append(logp_host[row])
+            live &= ~ended
             local = bool(live.any())
             if step == max_new_tokens - 1 or not (self.any_live(local) if self.any_live else local):
                 break
             # feed the sampled tokens of live rows (finished rows get a masked hole)
-            feed = torch.where(live, token, torch.full_like(token, self.pad_token_id))[:, None]
+            feed = torch.where(live.to(token.device), token, torch.full_like(token, self.pad_token_id))[:, None]
             for row in live.nonzero()[:, 0].tolist():
-                self.fed[row].append(int(token[row]))
+                self.fed[row].append(token_host[row])
             logits = self._forward(feed, live.long()[:, None], device)
         return list(zip(tokens, logprobs, strict=True))

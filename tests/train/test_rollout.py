@@ -179,3 +179,26 @@ def test_cached_sampler_reuses_the_cache_only_for_continuations(tiny_babyai: Pat
     # a context that extends nothing starts over
     sampler([tokenizer("Something else")["input_ids"]], 2)
     assert sampler.cache is not cached
+
+
+def test_cached_sampler_repacks_holes_and_still_computes_the_same(tiny_babyai: Path) -> None:
+    """Rows that grow by very different amounts leave holes; repacking removes them, outputs unchanged."""
+    model, tokenizer = load_model(tiny_babyai)
+    eos = [tokenizer.eos_token_id]
+    sampler = CachedSampler(model, tokenizer.pad_token_id, eos, temperature=0)
+    words = tokenizer("You see a red ball and a green key in the room")["input_ids"]
+    contexts = [words[:3], words[:4], words[:5]]
+    for turn in range(6):
+        replies = sampler(contexts, 3)
+        # each turn another row gets the long observation: without repacking, every row's cache would
+        # grow by the longest one each turn, and holes would fill two thirds of it
+        grown = [words * 3 if row == turn % 3 else words[:1] for row in range(3)]
+        contexts = [c + r + g for c, (r, _), g in zip(contexts, replies, grown, strict=True)]
+        width, longest = sampler.mask.size(1), int(sampler.mask.sum(dim=1).max())
+        # at most a quarter holes before this turn, plus this turn's padding to its longest observation
+        assert width - longest <= 0.25 * width + 3 * len(words) + 3, (turn, width, longest)
+    again = sampler(contexts, 4)
+    fresh = CachedSampler(model, tokenizer.pad_token_id, eos, temperature=0)(contexts, 4)
+    for (ids, logps), (ids_fresh, logps_fresh) in zip(again, fresh, strict=True):
+        assert ids == ids_fresh
+        assert torch.allclose(torch.tensor(logps), torch.tensor(logps_fresh), atol=1e-4)
