@@ -219,6 +219,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             system_prompt=args.system_prompt,
             num_env_workers=args.num_env_workers,
             eos_token_ids=self.eos_token_ids,
+            chat_template_kwargs=args.chat_template_kwargs,
             env_timeout=args.env_timeout,
         )
         self._bind_schedulers()
@@ -333,7 +334,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             raise RuntimeError(f"rollout got {len(prompts)} prompts for {len(rows)} dataset rows")
         tasks = [Task(r["env_id"], r["task_id"], r.get("split"), r.get("seed")) for r in rows]
         if self.use_vllm:  # TRL synced the weights to vLLM before calling this; no local copy is gathered
-            generate = VLLMTurnGenerator(self.vllm_generation, self.eos_token_ids, self.accelerator)
+            generate = VLLMTurnGenerator(self.vllm_generation, self.engine.eos_token_ids, self.accelerator)
             episodes = self.engine.run(tasks, generate)
         else:
             with (
@@ -385,12 +386,12 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         lockstep = needs_lockstep(self.accelerator, self.args.ds3_gather_for_generation)
         if self.args.sampler == "cached" and plain:
             return CachedSampler(
-                model, self._tokenizer.pad_token_id, self.eos_token_ids, self.temperature, self.top_k, self.top_p
+                model, self._tokenizer.pad_token_id, self.engine.eos_token_ids, self.temperature, self.top_k, self.top_p
             )
         return hf_generate_fn(
             model,
             self._tokenizer.pad_token_id,
-            self.eos_token_ids,
+            self.engine.eos_token_ids,
             temperature=self.temperature,
             top_p=self.top_p,
             top_k=self.top_k,
