@@ -257,7 +257,7 @@ class TextEnv(gym.Env[str, str]):
             raise ValueError(f"unknown reset options {sorted(unknown)}; expected 'task_id' and/or 'split'")
         split = options.get("split")
         if split is not None and split not in self.splits:
-            raise ValueError(f"unknown split {split!r}; {type(self).__name__} has splits {list(self.splits)}")
+            raise ValueError(f"unknown split {split!r:.40}; {type(self).__name__} has splits {list(self.splits)}")
         task_id = options.get("task_id")
         if task_id is None:
             split = split or self.splits[0]
@@ -274,9 +274,9 @@ class TextEnv(gym.Env[str, str]):
         elif isinstance(task_id, str):
             found = self._split_of(task_id)
             if found is None:
-                raise ValueError(f"unknown task_id {task_id!r} for {type(self).__name__}; see env.tasks(split)")
+                raise ValueError(f"unknown task_id {task_id!r:.100} for {type(self).__name__}; see env.tasks(split)")
             if split is not None and split != found:
-                raise ValueError(f"task_id {task_id!r} belongs to split {found!r}, not {split!r}")
+                raise ValueError(f"task_id {task_id!r:.100} belongs to split {found!r}, not {split!r:.40}")
             split = found
         else:
             raise TypeError(f"task_id must be a str or int, got {type(task_id).__name__}")

@@ -56,7 +56,7 @@ TASK_TYPES: dict[str, tuple[str, int]] = {
 }
 
 SPLITS = ("train", "dev", "test")
-_TASK_ID = re.compile(r"^(?P<name>[a-z0-9-]+)/(?P<variation>\d+)$")
+_TASK_ID = re.compile(r"(?P<name>[a-z0-9-]{1,64})/(?P<variation>[0-9]{1,9})")  # ASCII digits only
 
 
 def split_ranges(variations: int) -> dict[str, range]:
@@ -75,7 +75,7 @@ def task_id(name: str, variation: int) -> str:
 
 def parse_task_id(task: str) -> tuple[str, int] | None:
     """`"boil/21"` -> `("boil", 21)`; None for anything that is not a ScienceWorld task id."""
-    match = _TASK_ID.match(task)
+    match = _TASK_ID.fullmatch(task)
     if match is None or match["name"] not in TASK_TYPES:
         return None
     variation = int(match["variation"])

@@ -81,6 +81,9 @@ def test_reset_options(env) -> None:
         env.reset(options={"task_id": 100, "split": "test"})
     with pytest.raises(ValueError, match="unknown reset options"):
         env.reset(options={"level": "GoToLocal"})
+    with pytest.raises(ValueError, match="unknown task_id") as error:  # a huge id is not echoed whole
+        env.reset(options={"task_id": "x" * 100_000})
+    assert len(str(error.value)) < 300
 
 
 def test_same_seed_same_task_and_no_global_rng(env) -> None:

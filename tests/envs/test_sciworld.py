@@ -326,3 +326,11 @@ def test_make_expert_needs_the_initial_state(env: SciWorldEnv) -> None:
     env.step("look around")
     with pytest.raises(RuntimeError, match="right after reset"):
         env.make_expert()
+
+
+def test_task_ids_are_ascii_digits_of_bounded_length() -> None:
+    from agentgym_envs.sciworld.tasks import parse_task_id
+
+    assert parse_task_id("boil/3") == ("boil", 3)
+    for bad in ("boil/\u0663", "boil/" + "9" * 5000, "boil/3\n", "boil/-3", "/3", "boil/"):
+        assert parse_task_id(bad) is None, bad
