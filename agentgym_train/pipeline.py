@@ -191,6 +191,10 @@ def save_rl_model(trainer: MultiTurnGRPOTrainer, tokenizer: Any, path: Path) -> 
     if not trainer.is_world_process_zero():
         return None
     tokenizer.save_pretrained(str(path))
+    if trainer.is_deepspeed_enabled:
+        from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+        unset_hf_deepspeed_config()  # a plain load here, not ZeRO-3's partitioned one (a collective call)
     if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
         return load_model(path)[0]
     return trainer.model

@@ -5,7 +5,8 @@ rank 1), so rank 0 runs out of live episodes first. Every rank counts the policy
 saves a checkpoint and the final model as the pipeline does (both collective under FSDP); the main
 process alone evaluates the saved model on two tasks. Every rank writes OUT/rank-<i>.json.
 
-Usage: sharded_job.py MODEL_DIR OUTPUT_DIR SAMPLER
+Usage: sharded_job.py MODEL_DIR OUTPUT_DIR SAMPLER [DS3_GATHER]  (DS3_GATHER: 1 (default) or 0, ZeRO-3's
+ds3_gather_for_generation: 0 leaves the weights sharded during generation, so lockstep applies)
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from pathlib import Path
 
 
 def treat_cpu_processes_as_gpus() -> None:
-    """Stand-in for GPUs: accelerate applies its FSDP plugin only to GPU-like process groups (on CPU it
-    silently falls back to DDP), so the CPU processes are reported as MULTI_GPU over gloo on the CPU."""
+    """Stand-in for GPUs: accelerate applies its FSDP and DeepSpeed plugins only to GPU-like process groups
+    (on CPU it silently falls back to DDP), so the CPU processes are reported as MULTI_GPU, over gloo, with
+    the CPU as their device."""
     import torch
     from accelerate.state import PartialState
     from accelerate.utils import DistributedType
@@ -35,7 +37,7 @@ def treat_cpu_processes_as_gpus() -> None:
     PartialState.set_device = set_device
 
 
-def main(model_dir: str, output_dir: str, sampler: str) -> None:
+def main(model_dir: str, output_dir: str, sampler: str, ds3_gather: str = "1") -> None:
     import torch
 
     treat_cpu_processes_as_gpus()
@@ -60,6 +62,7 @@ def main(model_dir: str, output_dir: str, sampler: str) -> None:
         generation_chunk_size=3 if sampler == "generate" else None,
         save_strategy="steps",
         save_steps=1,
+        ds3_gather_for_generation=ds3_gather == "1",
     )
     trainer = MultiTurnGRPOTrainer(model, args, processing_class=tokenizer, reward_funcs=[by_length])
     rank = trainer.accelerator.process_index
@@ -93,4 +96,4 @@ def by_length(completions, **kwargs):
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])
