@@ -6,6 +6,7 @@ Expected values are naive loops written here over the rollout's tokens, never th
 
 from __future__ import annotations
 
+import functools
 import statistics
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,7 +16,7 @@ import pytest
 import torch
 from train_helpers import grpo_args
 
-from agentgym_train.grpo import MultiTurnGRPOTrainer
+from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 from agentgym_train.tiny import load_model
 
 WEIGHTS = [2.0, 0.01]
@@ -199,3 +200,13 @@ def test_ppo_pays_the_weighted_reward_on_the_last_model_token_and_reads_values_b
             next_value = value[t]
     assert statistics.pstdev(rewards) > 0
     torch.testing.assert_close(out["advantages"], _whiten(advantages, out["advantages"].shape), atol=1e-4, rtol=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("estimator", ["reinforce++", "reinforce++_baseline", "rloo"])
+def test_estimator_learns_the_toy_task(toy_model: Path, tmp_path: Path, estimator: str) -> None:
+    from test_learning import train
+
+    config = functools.partial(MultiTurnGRPOConfig, advantage_estimator=estimator)
+    before, after = train(MultiTurnGRPOTrainer, toy_model, tmp_path, config)
+    assert after >= 0.8, f"{estimator} should learn the toy task: {before:.2f} -> {after:.2f}"
