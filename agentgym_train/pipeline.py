@@ -50,7 +50,7 @@ class PipelineConfig:
     max_turn_schedule: list[int] = field(
         default_factory=lambda: [6, 10], metadata={"help": "Horizons of the max-turn schedule, in order."}
     )
-    max_turn_every: int = field(default=20, metadata={"help": "Steps per horizon of the schedule."})
+    max_turn_every: int = field(default=20, metadata={"help": "Rollout batches per horizon of the schedule."})
     eval_split: str = field(default="test", metadata={"help": "Held-out split to evaluate on."})
     eval_tasks: int = field(default=100, metadata={"help": "Tasks of the split to evaluate (0: none)."})
     eval_episodes_per_task: int = field(default=1, metadata={"help": "Episodes per evaluated task."})

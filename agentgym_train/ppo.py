@@ -74,6 +74,11 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
         args = args or MultiTurnPPOConfig(output_dir="agentgym-ppo")
         if not isinstance(args, MultiTurnPPOConfig):
             raise TypeError(f"args must be a MultiTurnPPOConfig, got {type(args).__name__}")
+        if args.advantage_estimator != "grpo":  # GAE replaces the advantages; another estimator would run for nothing
+            raise ValueError(
+                "MultiTurnPPOTrainer computes its advantages with GAE: leave advantage_estimator at 'grpo' "
+                f"(the default), got {args.advantage_estimator!r}"
+            )
         super().__init__(model, args, **kwargs)
         policy = self.accelerator.unwrap_model(self.model)
         if value_model is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 import toy_env
 
@@ -161,3 +162,11 @@ def test_a_lora_critic_beside_a_fully_trained_policy_uses_a_frozen_copy(toy_mode
         if name in frozen:
             assert torch.equal(frozen[name], param.detach()), name
     trainer.engine.close()
+
+
+def test_ppo_refuses_another_advantage_estimator(toy_model: Path, tmp_path: Path) -> None:
+    """GAE makes PPO's advantages; an estimator named beside it would run for nothing (or drop the KL)."""
+    model, tokenizer = load_model(toy_model)
+    args = MultiTurnPPOConfig(output_dir=str(tmp_path), env_id=toy_env.ENV_ID, advantage_estimator="rloo")
+    with pytest.raises(ValueError, match="GAE"):
+        MultiTurnPPOTrainer(model, args, processing_class=tokenizer)
