@@ -140,11 +140,18 @@ def hf_generate_fn(
                     generation_config=config,
                     synced_gpus=synced_gpus,
                 )
-            new = out.sequences[:, width:].cpu()
-            logits = torch.stack(out.logits, dim=1).float().cpu()
-            if temperature > 0:
-                logits = logits / temperature
-            logps = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+            sampled = out.sequences[:, width:]
+            # one step at a time on the model's device: never batch x tokens x vocabulary in fp32 at once
+            logps = torch.stack(
+                [
+                    torch.log_softmax(step.float() / (temperature if temperature > 0 else 1.0), dim=-1)
+                    .gather(-1, sampled[:, t : t + 1])
+                    .squeeze(-1)
+                    for t, step in enumerate(out.logits)
+                ],
+                dim=1,
+            ).cpu()
+            new = sampled.cpu()
             is_eos = torch.isin(new, eos)
             for row in range(len(chunk)):
                 hits = is_eos[row].nonzero()
