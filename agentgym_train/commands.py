@@ -132,7 +132,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"unknown env id {args.env_id!r}; run `agentgym list`", file=sys.stderr)
         return 2
     if args.base_url:
-        from agentgym_train.endpoint import ChatEndpoint, EndpointError, evaluate_endpoint
+        from agentgym_train.evaluation.endpoint import ChatEndpoint, EndpointError, evaluate_endpoint
 
         endpoint = ChatEndpoint(args.base_url, args.model, args.api_key, args.temperature, args.max_tokens)
         try:
@@ -141,13 +141,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(error, file=sys.stderr)
             return 1
     elif args.model == "random":
-        from agentgym_train.evaluate import evaluate_random
+        from agentgym_train.evaluation.evaluate import evaluate_random
 
         actions = [a.strip() for a in args.actions.split(",")] if args.actions else None
         result = evaluate_random(args.env_id, actions=actions, **common)
     else:
         try:
-            from agentgym_train.evaluate import evaluate_model
+            from agentgym_train.evaluation.evaluate import evaluate_model
             from agentgym_train.tiny import load_model
         except ImportError as error:
             print(_NEEDS_TRAIN.format("eval", error), file=sys.stderr)

@@ -22,8 +22,8 @@ from tqdm.auto import tqdm
 from transformers.trainer_callback import ProgressCallback
 
 from agentgym_train.commands import DEFAULT_CONFIG, resume_target
-from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
-from agentgym_train.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
+from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
+from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
 __all__ = ["ALGORITHMS", "DEFAULT_CONFIG", "PipelineConfig", "load_configs", "run"]
 
@@ -211,10 +211,10 @@ def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
 def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     import torch
 
-    from agentgym_train.evaluate import evaluate_model, evaluate_random, paired_difference
+    from agentgym_train.evaluation.evaluate import evaluate_model, evaluate_random, paired_difference
     from agentgym_train.scheduler import MaxTurnScheduler
-    from agentgym_train.sft import expert_chats, run_sft
     from agentgym_train.tiny import TINY_MARKER, TinyModelConfig, build_tiny_model, count_parameters, load_model
+    from agentgym_train.trainers.sft import expert_chats, run_sft
 
     started = time.perf_counter()
     if pipeline.torch_threads:

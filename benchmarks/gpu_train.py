@@ -41,8 +41,8 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 from agentgym_train.tiny import TinyModelConfig, build_tiny_model, count_parameters, load_model
+from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 
 ENV_ID = "AgentGym/BabyAI-GoToLocal-v0"
 ENV_KWARGS = {"show_actions": False}

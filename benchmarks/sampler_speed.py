@@ -62,7 +62,7 @@ def run_arm(path: str, arm: str, episodes: int, turns: int, turn_tokens: int, th
     import torch
 
     from agentgym_train.rollout import RolloutEngine, Task, hf_generate_fn
-    from agentgym_train.sampler import CachedSampler
+    from agentgym_train.rollout.sampler import CachedSampler
     from agentgym_train.tiny import load_model
 
     torch.set_num_threads(threads)

@@ -43,10 +43,10 @@ def main(model_dir: str, output_dir: str, sampler: str, ds3_gather: str = "1") -
     treat_cpu_processes_as_gpus()
     from train_helpers import grpo_args
 
-    from agentgym_train.evaluate import evaluate_model
-    from agentgym_train.grpo import MultiTurnGRPOTrainer
+    from agentgym_train.evaluation.evaluate import evaluate_model
     from agentgym_train.pipeline import save_rl_model
     from agentgym_train.tiny import load_model
+    from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     torch.set_num_threads(1)
     model, tokenizer = load_model(model_dir)

@@ -14,8 +14,8 @@ import pytest
 from train_helpers import BABYAI, ENV_KWARGS
 
 from agentgym_train.cli import main
-from agentgym_train.endpoint import ChatEndpoint, EndpointError, evaluate_endpoint
-from agentgym_train.evaluate import evaluate_random
+from agentgym_train.evaluation.endpoint import ChatEndpoint, EndpointError, evaluate_endpoint
+from agentgym_train.evaluation.evaluate import evaluate_random
 
 
 class ChatServer(ThreadingHTTPServer):
@@ -135,6 +135,9 @@ def test_eval_command_against_an_endpoint(server: ChatServer, capsys: pytest.Cap
 
 
 def test_the_endpoint_path_needs_no_torch() -> None:
-    code = "import sys, agentgym_train.endpoint; print(sorted({'torch', 'trl', 'transformers'} & set(sys.modules)))"
+    code = (
+        "import sys, agentgym_train.evaluation.endpoint; "
+        "print(sorted({'torch', 'trl', 'transformers'} & set(sys.modules)))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"

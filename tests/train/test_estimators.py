@@ -16,8 +16,8 @@ import pytest
 import torch
 from train_helpers import grpo_args
 
-from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 from agentgym_train.tiny import load_model
+from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 
 WEIGHTS = [2.0, 0.01]
 
@@ -156,7 +156,7 @@ class TokenValues(torch.nn.Module):
 def test_ppo_pays_the_weighted_reward_on_the_last_model_token_and_reads_values_before_each_token(
     tiny_babyai: Path, tmp_path: Path
 ) -> None:
-    from agentgym_train.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
+    from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
     gamma, lam = 0.9, 0.8
     recorded = Recorded()

@@ -7,7 +7,7 @@ import math
 import pytest
 from train_helpers import BABYAI, ENV_KWARGS
 
-from agentgym_train.evaluate import estimate, evaluate_random, paired_difference, summarize_episodes
+from agentgym_train.evaluation.evaluate import estimate, evaluate_random, paired_difference, summarize_episodes
 
 PRIMITIVES = ["turn left", "turn right", "move forward", "pick up", "drop", "toggle"]
 

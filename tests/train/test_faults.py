@@ -170,7 +170,7 @@ def test_a_remote_env_whose_server_is_killed_mid_rollout_fails_its_episodes_only
 def test_a_grpo_step_with_a_failing_env_completes_and_drops_the_failed_group(tiny_babyai: Path, tmp_path: Path) -> None:
     from datasets import Dataset
 
-    from agentgym_train.grpo import MultiTurnGRPOTrainer
+    from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     rows = ["0:ok", f"{faulty_env.FAULTS.index('once@1')}:once@1"]
     dataset = Dataset.from_dict(

@@ -8,8 +8,8 @@ import pytest
 import torch
 from train_helpers import BABYAI, ENV_KWARGS, grpo_args
 
-from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer, task_dataset
 from agentgym_train.tiny import load_model
+from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer, task_dataset
 
 
 def test_task_dataset_names_tasks_of_a_split() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import toy_env
 
-from agentgym_train.evaluate import evaluate_model
-from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
+from agentgym_train.evaluation.evaluate import evaluate_model
 from agentgym_train.tiny import load_model
+from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 
 STEPS = 60
 
@@ -90,7 +90,7 @@ def test_a_wrong_mask_does_not_learn(toy_model: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_ppo_learns_the_toy_task(toy_model: Path, tmp_path: Path) -> None:
-    from agentgym_train.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
+    from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
     before, after = train(MultiTurnPPOTrainer, toy_model, tmp_path, MultiTurnPPOConfig)
     assert after >= 0.8, f"PPO should learn the toy task: {before:.2f} -> {after:.2f}"

@@ -7,8 +7,8 @@ from pathlib import Path
 import torch
 import toy_env
 
-from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 from agentgym_train.tiny import load_model
+from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 
 
 def test_lora_trains_the_adapter_only(toy_model: Path, tmp_path: Path) -> None:

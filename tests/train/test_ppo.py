@@ -8,8 +8,8 @@ import pytest
 import torch
 import toy_env
 
-from agentgym_train.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 from agentgym_train.tiny import load_model
+from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
 
 def test_ppo_gives_token_level_advantages_and_fits_its_value_model(toy_model: Path, tmp_path: Path) -> None:
@@ -118,7 +118,7 @@ def fit_toy_target(trainer: MultiTurnPPOTrainer, steps: int) -> list[float]:
 def test_a_lora_critic_on_the_policy_base_trains_and_leaves_the_policy_alone(toy_model: Path, tmp_path: Path) -> None:
     from peft import LoraConfig
 
-    from agentgym_train.critic import LoRACritic
+    from agentgym_train.trainers.critic import LoRACritic
 
     model, tokenizer = load_model(toy_model)
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)

@@ -18,11 +18,11 @@ from test_rollout import spans
 from train_helpers import BABYAI, ENV_KWARGS
 
 from agentgym_train.checkpoints import CHECKPOINT_MARKER, SMOLLM2_NAME
-from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
-from agentgym_train.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.sampler import CachedSampler
+from agentgym_train.rollout.sampler import CachedSampler
 from agentgym_train.tiny import load_model, resolve_model_path
+from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
+from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
 pytestmark = pytest.mark.slow
 

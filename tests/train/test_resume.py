@@ -13,9 +13,9 @@ import torch
 import toy_env
 from transformers import TrainerCallback
 
-from agentgym_train.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 from agentgym_train.scheduler import MaxTurnScheduler
 from agentgym_train.tiny import load_model
+from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
 
 class StopAt(TrainerCallback):

@@ -9,7 +9,7 @@ import torch
 from train_helpers import BABYAI, ENV_KWARGS, grpo_args
 
 from agentgym_train.rollout import ChatRenderer, Episode, RolloutEngine, Task, hf_generate_fn
-from agentgym_train.sampler import CachedSampler
+from agentgym_train.rollout.sampler import CachedSampler
 from agentgym_train.tiny import load_model
 
 
@@ -133,7 +133,7 @@ def test_sampled_rollout_logprobs_match_the_model(tiny_babyai: Path, sampler: st
 
 def test_trainer_recomputes_the_sampler_logprobs(tiny_babyai: Path, tmp_path: Path) -> None:
     """Through TRL's own padding and forward: its per-token logprobs equal the sampler's on model tokens."""
-    from agentgym_train.grpo import MultiTurnGRPOTrainer
+    from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     model, tokenizer = load_model(tiny_babyai)
     trainer = MultiTurnGRPOTrainer(model, grpo_args(tmp_path, temperature=0.8), processing_class=tokenizer)

@@ -47,7 +47,7 @@ def test_horizon_changes_after_n_rollout_batches_not_n_optimiser_steps(tiny_baby
     """num_iterations=2: each rollout batch feeds two optimiser steps; the schedule counts batches."""
     import json
 
-    from agentgym_train.grpo import MultiTurnGRPOTrainer
+    from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     schedule = [(0, 2), (1, 3), (2, 4)]
     args = grpo_args(tmp_path, max_steps=6, num_iterations=2, save_strategy="steps", save_steps=2, max_turns=None)

@@ -8,8 +8,8 @@ import torch
 from train_helpers import BABYAI, ENV_KWARGS
 
 from agentgym_train.rollout import ChatRenderer
-from agentgym_train.sft import expert_chats, run_sft, sft_dataset, tokenize_chat
 from agentgym_train.tiny import load_model
+from agentgym_train.trainers.sft import expert_chats, run_sft, sft_dataset, tokenize_chat
 
 
 def test_expert_chats_are_successful_multi_turn_conversations() -> None:

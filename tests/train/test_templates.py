@@ -8,7 +8,7 @@ from chat_families import FAMILIES, Family
 from train_helpers import BABYAI, ENV_KWARGS
 
 from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.templates import ChatRenderer
+from agentgym_train.rollout.templates import ChatRenderer
 
 SYSTEM, FIRST, SECOND, LAST = "Be brief.", "You see a key.", "You picked up the key.", "Done."
 PLAIN_REPLIES = ("Action: pick up key", "Action: open door")

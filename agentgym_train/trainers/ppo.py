@@ -2,7 +2,7 @@
 
 TRL no longer ships PPO. This trainer reuses the multi-turn GRPO machinery (rollout engine, TRL's
 clipped policy loss, KL, PEFT, accelerate) and changes only the advantages: a critic
-(`agentgym_train.critic`; `critic="full"`: a token-classification copy of the policy or of
+(`agentgym_train.trainers.critic`; `critic="full"`: a token-classification copy of the policy or of
 `critic_model_name_or_path`; `critic="lora"`: a LoRA adapter and value head on the policy's frozen
 base) estimates the return before each model token; GAE runs over the model's own tokens (env tokens are skipped, the
 value bootstraps across them, see `advantages.gae`) with the episode's reward (TRL's
@@ -24,8 +24,8 @@ import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from agentgym_train.advantages import gae, masked_whiten, token_rewards
-from agentgym_train.critic import CRITIC_KINDS, ModelCritic, load_critic, lora_critic, save_critic
-from agentgym_train.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
+from agentgym_train.trainers.critic import CRITIC_KINDS, ModelCritic, load_critic, lora_critic, save_critic
+from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 
 #: The critic's folder inside a checkpoint: its trainable weights and its optimiser's state.
 CRITIC_DIR = "critic"

@@ -22,11 +22,11 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing, unwrap_model_for_generation
 
 from agentgym_train import advantages as adv
-from agentgym_train.lockstep import LockstepGenerator, needs_lockstep
 from agentgym_train.rollout import Episode, RolloutEngine, Task, hf_generate_fn
-from agentgym_train.sampler import CachedSampler
+from agentgym_train.rollout.lockstep import LockstepGenerator, needs_lockstep
+from agentgym_train.rollout.sampler import CachedSampler
+from agentgym_train.rollout.vllm_backend import VLLMTurnGenerator
 from agentgym_train.scheduler import MaxTurnScheduler
-from agentgym_train.vllm_backend import VLLMTurnGenerator
 
 
 @dataclass
@@ -57,7 +57,7 @@ class MultiTurnGRPOConfig(GRPOConfig):
     sampler: str = field(
         default="cached",
         metadata={
-            "help": "'cached' keeps each episode's KV cache between turns (agentgym_train.sampler); "
+            "help": "'cached' keeps each episode's KV cache between turns (agentgym_train.rollout.sampler); "
             "'generate' calls transformers' generate on the whole history every turn (supports every "
             "generation option, e.g. repetition_penalty and min_p)."
         },

@@ -55,7 +55,7 @@ class CachedSampler:
         self.top_k = top_k or None
         self.top_p = top_p
         #: Given whether this process still decodes a reply, whether any process does. Sharded training
-        #: sets it to an all-reduce (`agentgym_train.lockstep`) so every process makes the same decode
+        #: sets it to an all-reduce (`agentgym_train.rollout.lockstep`) so every process makes the same decode
         #: steps; it is called before each decode step's forward pass, never on the last step.
         self.any_live: Callable[[bool], bool] | None = None
         self._reset()

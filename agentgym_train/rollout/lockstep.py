@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from agentgym_train.rollout import GenerateFn
+from agentgym_train.rollout.engine import GenerateFn
 
 
 def needs_lockstep(accelerator: Any, ds3_gather_for_generation: bool = True) -> bool:

@@ -11,7 +11,7 @@ steps run concurrently in a thread pool. An episode's tokens are one append-only
     logprobs        the sampler's log-probability of each sampled token (0.0 where the env spoke)
 
 Sampled ids are never decoded and re-encoded; only the new observation is tokenized (how each turn
-is rendered, and end tokens other than the template's end-of-turn token: `agentgym_train.templates`). The
+is rendered, and end tokens other than the template's end-of-turn token: `agentgym_train.rollout.templates`). The
 `max_completion_length` budget covers every turn: when the next observation plus a full reply
 (`max_turn_tokens`) would not fit, the episode ends at that turn boundary (`budget_truncated`).
 
@@ -20,7 +20,7 @@ hangs ends its episode (`env_error`, return 0), is dropped and replaced, and the
 
 Several processes with sharded weights (FSDP, ZeRO-3): a `GenerateFn` with a `sync_live(any_local)`
 method makes the turn loop run while any process has a live episode, calling it with no contexts where
-none is left here, so every process makes the same forward passes (`agentgym_train.lockstep`).
+none is left here, so every process makes the same forward passes (`agentgym_train.rollout.lockstep`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentgym_train.templates import ChatRenderer
+from agentgym_train.rollout.templates import ChatRenderer
 from agentgym_wrappers import MultiTurnWrapper
 
 logger = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def hf_generate_fn(
 
     Logprobs are taken from the raw logits divided by the temperature (the distribution that TRL's
     loss recomputes), for the token actually sampled. `synced_gpus`: every process steps until all
-    have finished (sharded weights, see `agentgym_train.lockstep`).
+    have finished (sharded weights, see `agentgym_train.rollout.lockstep`).
     """
     import torch
     from transformers import GenerationConfig
@@ -230,7 +230,7 @@ class RolloutEngine:
     rule (`MultiTurnGRPOTrainer` drops its whole group from the loss).
 
     Args:
-        tokenizer: The model's tokenizer, with a chat template (see `agentgym_train.templates`).
+        tokenizer: The model's tokenizer, with a chat template (see `agentgym_train.rollout.templates`).
         max_turns: Turn limit per episode (None: each env's default). A plain attribute: the
             max-turn scheduler changes it between rollouts.
         max_completion_length: Token budget for everything after the prompt, all turns together.
@@ -349,7 +349,7 @@ class RolloutEngine:
                 episodes.append(result)
                 live.append(i)
 
-        # Sharded weights (`agentgym_train.lockstep`): while any process has a live episode, every process
+        # Sharded weights (`agentgym_train.rollout.lockstep`): while any process has a live episode, every process
         # calls `generate`, with no contexts once its own episodes have all ended.
         sync_live = getattr(generate, "sync_live", None)
         while sync_live(bool(live)) if sync_live is not None else live:

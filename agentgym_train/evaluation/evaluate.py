@@ -178,7 +178,7 @@ def evaluate_model(
     import torch
     from tqdm.auto import tqdm
 
-    from agentgym_train.sampler import CachedSampler
+    from agentgym_train.rollout.sampler import CachedSampler
 
     task_ids = split_tasks(env_id, split, num_tasks, env_kwargs)
     tasks = [Task(env_id, t, split, seed + k) for t in task_ids for k in range(episodes_per_task)]

@@ -20,7 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentgym_train.evaluate import EvalResult, episode_row, split_tasks, summarize_episodes
+from agentgym_train.evaluation.evaluate import EvalResult, episode_row, split_tasks, summarize_episodes
 from agentgym_wrappers import MultiTurnWrapper
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}

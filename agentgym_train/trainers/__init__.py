@@ -1,0 +1,1 @@
+"""The trainers, each beside its config: multi-turn GRPO (`grpo`), PPO with a critic (`ppo`, `critic`), SFT (`sft`)."""
