@@ -217,7 +217,9 @@ class ScienceWorldJVM:
         self._process, self._stderr = process, stderr
         try:
             port = self._read_port()
-            self._socket = socket.create_connection(("127.0.0.1", port), timeout=self.timeout_s)
+            # start-up (loading the simulator) may be slow on a busy machine: timeout_s bounds calls after it
+            startup = max(self.timeout_s, _STARTUP_TIMEOUT_S)
+            self._socket = socket.create_connection(("127.0.0.1", port), timeout=startup)
             self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._reader = self._socket.makefile("rb")
             # Silence the simulator's per-step debug printing before any Scala code runs (Scala's
@@ -227,6 +229,7 @@ class ScienceWorldJVM:
             self._command(f"c\nz:java.lang.System\nsetOut\nr{stream}\ne\n")
             process.stdout.close()
             self._server = self._command(f"i\n{_INTERFACE}\ne\n")
+            self._socket.settimeout(self.timeout_s)
         except BaseException:
             _stop(process, self._socket, stderr)
             self._process = self._socket = self._reader = self._stderr = None
@@ -318,7 +321,7 @@ class ScienceWorldJVM:
             process.kill()
             process.wait()
             what = (
-                f"did not answer {name}({shown}) within {self.timeout_s:g} s and was killed"
+                f"did not answer {name}({shown}) within {self._socket.gettimeout():g} s and was killed"
                 if timed_out
                 else f"closed its connection during {name}({shown}) and was killed"
             )

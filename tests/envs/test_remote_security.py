@@ -273,7 +273,7 @@ def _closed_within(sock: socket.socket, seconds: float) -> bytes | None:
 
 def test_slow_sockets_time_out_and_do_not_keep_others_out() -> None:
     app = create_app([BABYAI], ttl=None)
-    options = uvicorn_options(header_timeout=1.0, body_timeout=1.0, keep_alive=1.0)
+    options = uvicorn_options(header_timeout=3.0, body_timeout=3.0, keep_alive=1.0)
     with ServerThread(app, **options) as running:
         head = f"POST /sessions HTTP/1.1\r\nHost: 127.0.0.1:{running.port}\r\nContent-Type: app".encode()
         slow = [_raw(running.port, head[: 10 + i]) for i in range(50)]
@@ -282,12 +282,13 @@ def test_slow_sockets_time_out_and_do_not_keep_others_out() -> None:
         started = time.monotonic()
         with httpx.Client(base_url=running.base_url, timeout=5) as http:
             assert http.get("/health").status_code == 200
-        assert time.monotonic() - started < 0.5
-        replies = [_closed_within(sock, 5.0) for sock in [*slow, silent, body]]
+        # answered long before the slow sockets time out (3 s), however busy the machine
+        assert time.monotonic() - started < 2.0
+        replies = [_closed_within(sock, 8.0) for sock in [*slow, silent, body]]
         assert all(reply is not None for reply in replies), "a half-sent request was kept open"
         assert b"408 Request Timeout" in replies[0] and b"request head did not arrive" in replies[0]
         assert b"408" in replies[-1] and b"request body" in replies[-1]
-        assert time.monotonic() - started < 4.0
+        assert time.monotonic() - started < 7.0
         idle = _raw(running.port, f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{running.port}\r\n\r\n".encode())
         reply = _closed_within(idle, 5.0)  # answered, then closed after the keep-alive second
         assert reply is not None and reply.startswith(b"HTTP/1.1 200")
