@@ -27,13 +27,25 @@ _TIMEOUT_REPLY = (
 _HEAD, _BODY = "head", "body"
 
 
-def timed_protocol(header_timeout: float = DEFAULT_HEADER_TIMEOUT, body_timeout: float = DEFAULT_BODY_TIMEOUT) -> type:
-    """uvicorn's HTTP protocol class (httptools, else h11) with head and body read deadlines."""
+def timed_protocol(
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT, body_timeout: float = DEFAULT_BODY_TIMEOUT, parser: str = "auto"
+) -> type:
+    """uvicorn's HTTP protocol class with head and body read deadlines.
+
+    `parser`: "httptools" or "h11" (uvicorn's two), or "auto" (httptools where installed, else h11).
+    """
     if header_timeout <= 0 or body_timeout <= 0:
         raise ValueError(f"read timeouts must be positive, got header {header_timeout} and body {body_timeout}")
-    try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
-    except ImportError:  # httptools is not installed: the pure-Python parser
+    if parser not in ("auto", "httptools", "h11"):
+        raise ValueError(f"parser must be 'auto', 'httptools' or 'h11', got {parser!r}")
+    base: Any = None
+    if parser != "h11":
+        try:
+            from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+        except ImportError:  # httptools is not installed: the pure-Python parser
+            if parser == "httptools":
+                raise
+    if base is None:
         from uvicorn.protocols.http.h11_impl import H11Protocol as base
 
     class TimedHTTPProtocol(base):  # type: ignore[valid-type, misc]

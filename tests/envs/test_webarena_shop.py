@@ -262,3 +262,29 @@ def test_random_hostile_requests_to_every_route_never_get_a_500(shop: tuple[Test
         method, path, body = rng.choice(ROUTES)
         assert client.request(method, fill(path), content=fill(body), headers=form).status_code < 500
     assert client.get("/cart").status_code == 200 and client.get("/checkout").status_code == 200
+
+
+def test_half_sent_requests_to_the_shop_port_are_closed() -> None:
+    """A local process cannot hold the shop's connections open with requests it never finishes."""
+    from agentgym_envs.webarena.sites.server import EmbeddedServer
+
+    server = EmbeddedServer(create_app(ShopDB()), header_timeout=0.5)
+    port = server.start()
+    try:
+        slow = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
+        for i, sock in enumerate(slow):
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1"[: 5 + i])
+        # the site still answers others meanwhile
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        connection.request("GET", "/")
+        assert connection.getresponse().status == 200
+        connection.close()
+        for sock in slow:
+            sock.settimeout(5)
+            received = b""
+            while chunk := sock.recv(4096):  # returns b"" once the server closes: no TimeoutError
+                received += chunk
+            sock.close()
+            assert received.startswith(b"HTTP/1.1 408")
+    finally:
+        server.stop()

@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 import uvicorn
 
+from agentgym_envs.remote.timeouts import timed_protocol
+
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 #: The cookie that carries the episode's secret.
@@ -95,8 +97,9 @@ async def _reply(send: Any, status: int, content_type: str, body: bytes) -> None
 class EmbeddedServer:
     """uvicorn serving `app` on 127.0.0.1 at a free port, in a daemon thread; `stop()` ends it."""
 
-    def __init__(self, app: ASGIApp):
+    def __init__(self, app: ASGIApp, header_timeout: float = 10.0):
         self.app = app
+        self.header_timeout = header_timeout  # a local process cannot hold connections open with half a request
         self.port: int | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -111,7 +114,12 @@ class EmbeddedServer:
         self.port = sock.getsockname()[1]
         # h11 parses the proxy-style requests Chromium sends; log_config=None leaves the user's logging alone.
         config = uvicorn.Config(
-            self.app, http="h11", lifespan="off", log_config=None, log_level="error", access_log=False
+            self.app,
+            http=timed_protocol(self.header_timeout, parser="h11"),
+            lifespan="off",
+            log_config=None,
+            log_level="error",
+            access_log=False,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
