@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentgym_train.rollout.lockstep import any_process
+
 
 class VLLMTurnGenerator:
     """The rollout engine's `GenerateFn` over a `trl.generation.VLLMGeneration` object.
@@ -43,12 +45,7 @@ class VLLMTurnGenerator:
 
     def sync_live(self, any_local: bool) -> bool:
         """True while some process still has a live episode (a collective call on every process)."""
-        if not self.collective:
-            return any_local
-        import torch
-
-        flag = torch.tensor([1.0 if any_local else 0.0], device=self.accelerator.device)
-        return bool(self.accelerator.reduce(flag, reduction="sum").item() > 0)
+        return any_process(self.accelerator, any_local) if self.collective else any_local
 
     def __call__(self, contexts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
         vllm = self.vllm
