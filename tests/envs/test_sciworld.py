@@ -219,7 +219,10 @@ def test_a_hung_jvm_is_killed_after_the_timeout_and_reset_starts_a_fresh_one() -
     env = make(timeout_s=3.0)
     env.reset(options={"task_id": "boil/21"})
     pid = env.jvm_pid
-    os.kill(pid, signal.SIGSTOP)  # alive, holding its connection, answering nothing
+    # Keep the JVM busy for 60 s on this connection (a simulator stuck in a long computation), so
+    # the next call waits behind it. SIGSTOP would model a hang too, but some sandboxes (CI's) do
+    # not stop a process on it.
+    env._jvm._socket.sendall(b"c\nz:java.lang.Thread\nsleep\nL60000\ne\n")
     started = time.monotonic()
     hung = rf"JVM \(pid {pid}\) did not answer step.* within 3 s and was killed"
     with pytest.raises(SciWorldBackendError, match=hung):
