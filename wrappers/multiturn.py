@@ -20,7 +20,9 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
     reply with no parsable action costs a turn and is answered with a format reminder (the env is
     not stepped). At `max_turns` turns the episode ends with `truncated=True`; `max_turns` may be
     changed between episodes (the max-turn scheduler does). The final info holds `info["episode"]`:
-    turns, return, success, invalid replies, invalid actions, repeated actions and wall time.
+    turns, return, success, invalid replies, invalid actions, repeated actions, wall time, and
+    `steps`: one record per turn (the action as parsed or None, format error, valid action, reward),
+    what transcripts need besides `messages`.
 
     Args:
         env: A text env (`agentgym_envs.TextEnv`, or any Gymnasium env of strings).
@@ -66,6 +68,7 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
         self.history = history
         self.system_prompt = system_prompt if system_prompt is not None else getattr(base, "system_prompt", "")
         self.transcript: list[dict[str, str]] = []
+        self.steps: list[dict[str, Any]] = []
         self._stats: dict[str, Any] = {}
         self._last_action: str | None = None
         self._last_info: dict[str, Any] = {}
@@ -89,6 +92,7 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
         observation, info = self.env.reset(seed=seed, options=options)
         self.transcript = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         self.transcript.append({"role": "user", "content": observation})
+        self.steps = []
         self._stats = {"turns": 0, "return": 0.0, "invalid_replies": 0, "invalid_actions": 0, "repeated_actions": 0}
         self._last_action, self._last_info = None, dict(info)
         self._started = time.perf_counter()
@@ -117,6 +121,14 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
             self._last_action = action
             self._last_info = info
         stats["return"] += float(reward)
+        self.steps.append(
+            {
+                "action": None if info["format_error"] else action,
+                "format_error": info["format_error"],
+                "valid_action": not info["format_error"] and info.get("valid_action", True) is not False,
+                "reward": float(reward),
+            }
+        )
         if not (terminated or truncated) and self.max_turns is not None and stats["turns"] >= self.max_turns:
             truncated = True
         self.transcript.append({"role": "user", "content": observation})
@@ -128,5 +140,6 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
                 "terminated": bool(terminated),
                 "truncated": bool(truncated),
                 "wall_time": time.perf_counter() - self._started,
+                "steps": list(self.steps),
             }
         return observation, reward, terminated, truncated, info
