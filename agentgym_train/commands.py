@@ -33,7 +33,9 @@ def add_subcommands(sub: Any) -> None:
         "eval", help="success / return / turns of a model, an OpenAI-compatible endpoint or a random policy on a split"
     )
     p.add_argument(
-        "model", help="model path or hub id; with --base-url the endpoint's model name; 'random': a random policy"
+        "model",
+        help="model path or hub id; with --base-url the endpoint's model name; 'random': a random policy; "
+        "'expert': the scenario's scripted expert",
     )
     p.add_argument("env_id")
     p.add_argument("--split", default="test")
@@ -52,7 +54,10 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--max-tokens", type=int, default=512, help="most tokens per reply from --base-url")
     p.add_argument("--workers", type=int, default=8, help="episodes played at once against --base-url")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="also write the results (with every episode) here")
+    p.add_argument(
+        "--json", default=None, help="also write the results here, with every episode's transcript (agentgym report)"
+    )
+    p.add_argument("--transcripts", type=int, default=0, metavar="N", help="print the first N episodes' transcripts")
     p.set_defaults(func=cmd_eval)
 
 
@@ -145,6 +150,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         actions = [a.strip() for a in args.actions.split(",")] if args.actions else None
         result = evaluate_random(args.env_id, actions=actions, **common)
+    elif args.model == "expert":
+        from agentgym_train.evaluation.evaluate import evaluate_expert
+
+        result = evaluate_expert(args.env_id, **common)
     else:
         try:
             from agentgym_train.evaluation.evaluate import evaluate_model
@@ -162,6 +171,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             **common,
         )
+    if args.transcripts:
+        from agentgym_train.evaluation.transcripts import format_record
+
+        for record in result.episodes[: args.transcripts]:
+            print(format_record(record), end="\n\n")
     print(f"{args.model} on {args.env_id} ({args.split}), 95% intervals over tasks:")
     print(result.table())
     if args.json:

@@ -2,8 +2,10 @@
 
 `evaluate_model` plays held-out tasks with a model through the rollout engine (the same token path
 and budget as training); `evaluate_random` plays them with a uniformly random policy under the same
-max turns, the baseline every result should be read against. Intervals are 95% normal intervals
-over per-task means (episodes of one task are not independent draws).
+max turns, the baseline every result should be read against; `evaluate_expert` with the scenario's
+scripted expert, the ceiling. Intervals are 95% normal intervals over per-task means (episodes of one
+task are not independent draws). Every episode row is a transcript record
+(`agentgym_train.evaluation.transcripts`): the figures plus messages, per-turn steps and end reason.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentgym_train.evaluation.transcripts import END_REASONS, episode_record
 from agentgym_train.rollout import Episode, RolloutEngine, Task
 from agentgym_wrappers import MultiTurnWrapper
 
@@ -61,6 +64,8 @@ class EvalResult:
     categories: dict[str, dict[str, Estimate]] = field(default_factory=dict)
     episodes: list[dict[str, Any]] = field(default_factory=list)
     pass_at_k: Estimate | None = None  # tasks with at least one success, when k > 1 episodes per task
+    #: What was evaluated: `policy`, `env_id`, `split`, `max_turns` (written to JSON, read by `agentgym report`).
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def table(self) -> str:
         """Overall and per-category figures as aligned text (success is Avg@k with k episodes per task)."""
@@ -75,6 +80,9 @@ class EvalResult:
             )
         if self.pass_at_k is not None:
             lines.append(f"pass@k (any success among a task's episodes): {self.pass_at_k}")
+        reasons = end_reason_counts(self.episodes)
+        if reasons:
+            lines.append("episodes ended: " + ", ".join(f"{END_REASONS.get(k, k)} {n}" for k, n in reasons.items()))
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -82,6 +90,7 @@ class EvalResult:
             return {"mean": e.mean, "low": e.low, "high": e.high, "n": e.n}
 
         return {
+            **self.meta,
             "success": as_dict(self.success),
             "return": as_dict(self.episode_return),
             "turns": as_dict(self.turns),
@@ -116,44 +125,77 @@ def summarize_episodes(rows: list[dict[str, Any]]) -> EvalResult:
     return EvalResult(overall["success"], overall["return"], overall["turns"], categories, rows, pass_at_k)
 
 
-def _row(episode: Episode) -> dict[str, Any]:
-    return {
-        "task_id": episode.task.task_id,
-        "category": episode.category,
-        "success": float(episode.success),
-        "return": episode.episode_return,
-        "turns": episode.turns,
-        "truncated": episode.truncated or episode.budget_truncated,
-        "invalid_replies": episode.invalid_replies,
-    }
+def end_reason_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """How many episodes ended for each reason (rows without `end_reason` are not counted)."""
+    counts: dict[str, int] = defaultdict(int)
+    for row in rows:
+        if "end_reason" in row:
+            counts[row["end_reason"]] += 1
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
-def episode_row(task_id: str, info: dict[str, Any]) -> dict[str, Any]:
-    """An evaluation row from the final `info` of a `MultiTurnWrapper` episode."""
-    stats = info["episode"]
-    return {
-        "task_id": task_id,
-        "category": info.get("category"),
-        "success": float(stats["success"]),
-        "return": stats["return"],
-        "turns": stats["turns"],
-        "truncated": stats["truncated"],
-        "invalid_replies": stats["invalid_replies"],
-    }
+def _turn_flags(episode: Episode) -> list[dict[str, Any]] | None:
+    """Per-turn generation flags where the rollout records them (`turn_flags`, or `stopped_by` per turn)."""
+    flags = getattr(episode, "turn_flags", None)
+    if flags is not None:
+        return list(flags)
+    stopped_by = getattr(episode, "stopped_by", None)
+    return [{"stopped_by": s} for s in stopped_by] if stopped_by is not None else None
+
+
+def _row(episode: Episode, sample: int, max_turns: int | None) -> dict[str, Any]:
+    return episode_record(
+        task_id=episode.task.task_id,
+        sample=sample,
+        category=episode.category,
+        stats={**episode.stats, "budget_truncated": episode.budget_truncated},
+        messages=episode.messages,
+        max_turns=max_turns,
+        turn_flags=_turn_flags(episode),
+        env_error=episode.env_error,
+    )
+
+
+def episode_row(
+    task_id: str,
+    info: dict[str, Any],
+    *,
+    messages: list[dict[str, str]] | None = None,
+    sample: int = 0,
+    max_turns: int | None = None,
+    turn_flags: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """An evaluation row (a transcript record) from the final `info` of a `MultiTurnWrapper` episode;
+    pass the wrapper's `messages` (and the episode's index among its task's) for a full transcript."""
+    return episode_record(
+        task_id=task_id,
+        sample=sample,
+        category=info.get("category"),
+        stats=info["episode"],
+        messages=messages or [],
+        max_turns=max_turns,
+        turn_flags=turn_flags,
+    )
 
 
 def split_tasks(
     env_id: str, split: str = "test", num_tasks: int | None = None, env_kwargs: dict | None = None
 ) -> list[str]:
     """The first `num_tasks` task ids of a split (all of them when None)."""
+    return _split(env_id, split, num_tasks, env_kwargs)[0]
+
+
+def _split(env_id: str, split: str, num_tasks: int | None, env_kwargs: dict | None) -> tuple[list[str], int | None]:
+    """The first `num_tasks` task ids of a split, and the env's default max turns."""
     import agentgym_envs  # noqa: F401
 
     env = gym.make(env_id, **(env_kwargs or {}))
     base = env.unwrapped
     count = base._task_count(split) if num_tasks is None else min(num_tasks, base._task_count(split))
     ids = [base._task_at(split, i) for i in range(count)]
+    default = getattr(base, "default_max_turns", None)
     env.close()
-    return ids
+    return ids, default
 
 
 def evaluate_model(
@@ -180,7 +222,8 @@ def evaluate_model(
 
     from agentgym_train.rollout.sampler import CachedSampler
 
-    task_ids = split_tasks(env_id, split, num_tasks, env_kwargs)
+    task_ids, default_turns = _split(env_id, split, num_tasks, env_kwargs)
+    limit = max_turns if max_turns is not None else default_turns
     tasks = [Task(env_id, t, split, seed + k) for t in task_ids for k in range(episodes_per_task)]
     engine = RolloutEngine(
         tokenizer,
@@ -198,11 +241,14 @@ def evaluate_model(
         with tqdm(total=len(tasks), desc=description, disable=not progress, leave=False) as bar:
             for start in range(0, len(tasks), batch_size):
                 episodes = engine.run(tasks[start : start + batch_size], generate, progress=bar.update)
-                rows += [_row(e) for e in episodes]
+                rows += [_row(e, (start + i) % episodes_per_task, limit) for i, e in enumerate(episodes)]
     finally:
         engine.close()
         model.train(was_training)
-    return summarize_episodes(rows)
+    result = summarize_episodes(rows)
+    name = getattr(getattr(model, "config", None), "name_or_path", None) or "model"
+    result.meta = {"policy": name, "env_id": env_id, "split": split, "max_turns": limit}
+    return result
 
 
 def evaluate_random(
@@ -221,23 +267,95 @@ def evaluate_random(
     Each turn it picks uniformly from `actions` when given (e.g. BabyAI's six primitive actions),
     else from the env's `info["available_actions"]`.
     """
+    rng = random.Random(seed)
+
+    def act(observation: str, info: dict[str, Any], env: MultiTurnWrapper) -> str:
+        return rng.choice(list(actions or info.get("available_actions") or ["?"]))
+
+    return _play_policy("random", act, env_id, split, num_tasks, episodes_per_task, max_turns, env_kwargs, seed)
+
+
+def evaluate_expert(
+    env_id: str,
+    *,
+    split: str = "test",
+    num_tasks: int | None = 100,
+    episodes_per_task: int = 1,
+    max_turns: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    seed: int = 0,
+) -> EvalResult:
+    """The scenario's scripted expert (`env.unwrapped.make_expert()`) under the same max turns: the
+    ceiling to read a model against. Where the expert gives up (raises), the episode ends there."""
+    expert: list[Any] = [None]  # this episode's expert, made after each reset
+
+    def act(observation: str, info: dict[str, Any], env: MultiTurnWrapper) -> str | None:
+        if env.turns == 0:
+            expert[0] = env.unwrapped.make_expert()
+        try:
+            return expert[0].act(observation, info)
+        except Exception:  # the expert has no move here; the episode ends as it stands
+            return None
+
+    return _play_policy("expert", act, env_id, split, num_tasks, episodes_per_task, max_turns, env_kwargs, seed)
+
+
+def _play_policy(
+    name: str,
+    act: Any,
+    env_id: str,
+    split: str,
+    num_tasks: int | None,
+    episodes_per_task: int,
+    max_turns: int | None,
+    env_kwargs: dict[str, Any] | None,
+    seed: int,
+) -> EvalResult:
+    """Play every episode with `act(observation, info, env) -> action text` (None: give up) in one env.
+
+    The action becomes the reply the scenario's parser reads (`Action: ...` for action-line formats).
+    """
     import agentgym_envs  # noqa: F401
 
-    rng = random.Random(seed)
     env = MultiTurnWrapper(gym.make(env_id, **(env_kwargs or {})), max_turns=max_turns)
     parse_line = env.unwrapped.action_format in ("action_line", "fenced_or_action_line")
     rows = []
-    for task_id in split_tasks(env_id, split, num_tasks, env_kwargs):
-        for k in range(episodes_per_task):
-            _, info = env.reset(seed=seed + k, options={"split": split, "task_id": task_id})
-            while True:
-                choice = rng.choice(list(actions or info.get("available_actions") or ["?"]))
-                _, _, terminated, truncated, info = env.step(f"Action: {choice}" if parse_line else choice)
-                if terminated or truncated:
-                    break
-            rows.append(episode_row(task_id, info))
-    env.close()
-    return summarize_episodes(rows)
+    try:
+        for task_id in split_tasks(env_id, split, num_tasks, env_kwargs):
+            for k in range(episodes_per_task):
+                observation, info = env.reset(seed=seed + k, options={"split": split, "task_id": task_id})
+                gave_up = False
+                while True:
+                    action = act(observation, info, env)
+                    if action is None:
+                        gave_up = True
+                        info = {**info, "episode": _unfinished_stats(env)}
+                        break
+                    reply = f"Action: {action}" if parse_line else action
+                    observation, _, terminated, truncated, info = env.step(reply)
+                    if terminated or truncated:
+                        break
+                row = episode_row(task_id, info, messages=env.messages, sample=k, max_turns=env.max_turns)
+                rows.append({**row, "end_reason": "gave_up"} if gave_up else row)
+    finally:
+        env.close()
+    result = summarize_episodes(rows)
+    result.meta = {"policy": name, "env_id": env_id, "split": split, "max_turns": env.max_turns}
+    return result
+
+
+def _unfinished_stats(env: MultiTurnWrapper) -> dict[str, Any]:
+    """Episode statistics of an episode the policy abandoned before the env or the turn limit ended it."""
+    steps = list(env.steps)
+    return {
+        "turns": env.turns,
+        "return": sum(step["reward"] for step in steps),
+        "success": False,
+        "terminated": False,
+        "truncated": False,
+        "invalid_replies": sum(step["format_error"] for step in steps),
+        "steps": steps,
+    }
 
 
 def paired_difference(before: EvalResult, after: EvalResult, key: str = "success") -> Estimate:
