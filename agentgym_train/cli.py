@@ -195,6 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_subcommands(sub)
 
+    from agentgym_train.evaluation import report
+
+    p = sub.add_parser(
+        "report", help="one static HTML page from eval/train results: table, curves, transcripts side by side"
+    )
+    report.add_arguments(p)
+    p.set_defaults(func=report.run)
+
     from agentgym_train import bench, doctor
 
     p = sub.add_parser(
