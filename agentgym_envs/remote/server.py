@@ -51,9 +51,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentgym_envs.remote import protocol as P
 from agentgym_envs.remote import wire
+from agentgym_envs.remote.agentgym_compat import AgentGymReply, AgentGymRoutes
 from agentgym_envs.remote.guard import RequestGuard, default_allowed_hosts, is_loopback
+from agentgym_envs.remote.openenv_routes import add_openenv_routes, refuse_websocket
 from agentgym_envs.remote.policy import KwargsPolicy
-from agentgym_envs.remote.sessions import ApiError, Session, SessionManager, bounded
+from agentgym_envs.remote.sessions import ApiError, SessionManager, bounded
 from agentgym_envs.remote.timeouts import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -150,7 +152,11 @@ class _Front:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            refusal = self._websocket_refusal(scope) if scope["type"] == "websocket" else None
+            if refusal is not None:
+                await refuse_websocket(scope, send, *refusal)
+            else:
+                await self.app(scope, receive, send)
             return
         authorization = length = host = origin = content_type = chunked = None
         for key, value in scope["headers"]:
@@ -198,6 +204,17 @@ class _Front:
             await self.app(scope, receive, send)
         else:
             await self._counted(scope, receive, send)
+
+    def _websocket_refusal(self, scope: Scope) -> tuple[int, dict[str, Any]] | None:
+        """The Host, Origin and token checks for a WebSocket handshake (browsers send any page's Origin there)."""
+        headers = dict(scope["headers"])
+        refusal = self.guard.foreign(headers.get(b"host"), headers.get(b"origin"))
+        authorization = headers.get(b"authorization")
+        expected = self.expected
+        if refusal is None and expected and (authorization is None or not hmac.compare_digest(authorization, expected)):
+            detail = "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the handshake"
+            refusal = 401, {"detail": detail, "error_type": "AuthenticationError"}
+        return refusal
 
     def _hot(self, scope: Scope) -> tuple[type[BaseModel], HotEndpoint, dict[str, str]] | None:
         path = scope["path"]
@@ -318,21 +335,6 @@ def _children_rss() -> int | None:
         with suppress(psutil.Error):  # a child that just exited
             total += child.memory_info().rss
     return total
-
-
-def _compat_options(description: dict[str, Any], data_idx: int) -> dict[str, Any]:
-    """AgentGym's `data_idx` as reset options: an index into the tasks of all splits in order."""
-    index = data_idx
-    for split, count in description["splits"].items():
-        if 0 <= index < count:
-            return {"split": split, "task_id": index}
-        index -= count
-    sizes = ", ".join(f"{split} {count}" for split, count in description["splits"].items())
-    raise ApiError(
-        422,
-        f"data_idx {data_idx} is out of range: {description['env_id']} has {sizes} tasks, indexed in that order",
-        "ValueError",
-    )
 
 
 class EnvServerApp(FastAPI):
@@ -515,94 +517,51 @@ def create_app(
             "workers": manager.pool.size,
         }
 
-    # ---- AgentGym's own routes (one env per server: the first served id) -------------------------
+    # ---- AgentGym's own routes (one env per server: the first served id, in its scenario's dialect) ----
     compat = {"tags": ["agentgym-compat"], "responses": _ERRORS}
+    agentgym = AgentGymRoutes(manager)
 
-    def compat_session(compat_id: int) -> Session:
-        session_id = manager.compat.get(compat_id)
-        if session_id is None:
-            raise ApiError(404, f"The id {compat_id} is not valid (never made, closed or reaped).", "SessionNotFound")
-        return manager.get(session_id)
-
-    async def compat_reset(session: Session, data_idx: int) -> dict[str, Any]:
-        options = _compat_options(session.description, data_idx)
-        await manager.call(session, session.do_reset, None, options)
-        info = session.info or {}
-        return {
-            "id": session.compat_id,
-            "observation": session.observation,
-            "reward": 0.0,
-            "score": float(info.get("score", 0.0)),
-            "done": False,
-            "deleted": False,
-            "task_description": str(info.get("instruction", "")),
-            "info": info,
-        }
+    async def answer(work: Awaitable[Any]) -> Any:
+        try:
+            return await work
+        except AgentGymReply as reply:
+            return JSONResponse(reply.payload, status_code=reply.status)
 
     @app.get("/", tags=["agentgym-compat"])
     async def hello() -> str:
         """AgentGym's greeting route."""
         return f"This is environment {manager.default_env_id()} (AgentGym-RL server)."
 
-    @app.post("/create", response_model=P.CompatCreateReply, **compat)
+    @app.post("/create", **compat)
     async def compat_create(body: Annotated[dict[str, Any] | None, Body()] = None) -> Any:
-        """AgentGym's `/create`: a session of the first served id, reset to `data_idx` 0.
+        """AgentGym's `/create`: a session of the first served id (see `agentgym_compat` for each scenario's
+        body, reply and first task; TextCraft's `commands` and `goal` make a custom task)."""
+        return await answer(agentgym.create(body or {}))
 
-        Body fields with a value are kwargs the client asks for, under the same rule as `POST /sessions`
-        (TextCraft's client sends `{"commands": null, "goal": null}`, which asks for nothing); a refusal
-        is answered as AgentGym's servers answer errors, `{"error": "..."}`, and makes no env.
-        """
-        wanted = {key: value for key, value in (body or {}).items() if value is not None}
-        try:
-            session = await manager.create(manager.default_env_id(), wanted)
-        except ApiError as error:
-            if error.status not in (403, 422):
-                raise
-            return JSONResponse({"error": error.detail, "error_type": error.error_type})
-        manager.new_compat_id(session)
-        try:
-            reply = await compat_reset(session, 0)
-        except BaseException:
-            await manager.close(session)
-            raise
-        return {key: reply[key] for key in ("id", "observation", "reward", "score", "done")}
+    @app.post("/reset", **compat)
+    async def compat_reset(body: Annotated[dict[str, Any], Body()]) -> Any:
+        """AgentGym's `/reset`: `data_idx` (SearchQA `id`, WebArena `idx`) picks the task AgentGym's server would."""
+        return await answer(agentgym.reset(body))
 
-    @app.post("/reset", response_model=P.CompatResetReply, **compat)
-    async def compat_reset_route(body: P.CompatResetBody) -> dict[str, Any]:
-        """AgentGym's `/reset`: `data_idx` indexes the tasks of all splits in order (train first)."""
-        return await compat_reset(compat_session(body.id), body.data_idx)
+    @app.post("/step", **compat)
+    async def compat_step(body: Annotated[dict[str, Any], Body()]) -> Any:
+        """AgentGym's `/step`; after the episode ended, what AgentGym's server answers then (HTTP 200)."""
+        return await answer(agentgym.step(body))
 
-    @app.post("/step", response_model=P.CompatStepReply, **compat)
-    async def compat_step(body: P.CompatStepBody) -> Response:
-        """AgentGym's `/step`: `done` is terminated or truncated, `score` the score so far."""
-        session = compat_session(body.id)
-        step = json.loads(await manager.call(session, session.do_step, body.action))
-        return _json(
-            wire.dumps(
-                {
-                    "observation": step["observation"],
-                    "reward": step["reward"],
-                    "score": float(step["info"].get("score", 0.0)),
-                    "done": step["terminated"] or step["truncated"],
-                    "info": step["info"],
-                }
-            )
-        )
+    @app.get("/observation", **compat)
+    async def compat_observation(
+        id: int | None = Query(None, description="The id /create answered (BabyAI, TextCraft, SciWorld)"),
+        env_idx: int | None = Query(None, description="The id /create answered (SearchQA, WebArena)"),
+    ) -> Any:
+        """AgentGym's `/observation`: the current observation."""
+        return await answer(agentgym.observation(id, env_idx))
 
-    @app.get("/observation", response_model=str, **compat)
-    async def compat_observation(id: int = Query(description="The id /create answered")) -> str:
-        """AgentGym's `/observation`: the current observation text."""
-        session = compat_session(id)
-        if session.observation is None:
-            raise ApiError(409, f"env {id} has not been reset yet", "ResetNeeded")
-        return session.observation
-
-    @app.post("/close", response_model=P.CompatCloseReply, **compat)
-    async def compat_close(body: P.CompatIdBody) -> dict[str, Any]:
+    @app.post("/close", **compat)
+    async def compat_close(body: Annotated[dict[str, Any], Body()]) -> Any:
         """AgentGym's `/close`."""
-        await manager.close(compat_session(body.id))
-        return {"id": body.id, "closed": True}
+        return await answer(agentgym.close(body))
 
+    add_openenv_routes(app, manager)  # OpenEnv's protocol at /openenv/<env id>
     app.front = _Front(
         functools.partial(FastAPI.__call__, app),
         token=token,

@@ -1,5 +1,9 @@
 """Sessions of a server: one env each, a lock each, a session cap, and an idle-TTL reaper.
 
+Each session has its own idle TTL (the server's, or longer for sessions made on AgentGym's routes,
+whose clients may wait 2,400 s between calls). The manager remembers the ids it reaped (the last
+`REAPED_MEMORY`), so a call on one is answered "reaped after N s idle" rather than "unknown".
+
 The manager runs on the server's event loop; env calls go to the `WorkerPool`, always on the
 session's own thread. Everything here is free of web-framework code: errors are `ApiError`s that
 the app turns into JSON replies.
@@ -16,7 +20,7 @@ import logging
 import secrets
 import sys
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +39,9 @@ _log = logging.getLogger(__name__)
 #: Registered ids that are clients themselves; a server never serves them (no loops).
 REMOTE_PREFIX = "AgentGym/Remote"
 
+
+#: How many reaped session ids the manager remembers, to say "reaped" instead of "unknown".
+REAPED_MEMORY = 65_536
 
 #: Longest `detail` of an error reply: an env's message may quote a megabyte action back.
 MAX_DETAIL_CHARS = 2000
@@ -126,6 +133,8 @@ class Session:
     info: dict[str, Any] | None = None
     expert: Any = None
     compat_id: int | None = None
+    #: Seconds this session may stay idle before the reaper closes it (None: never).
+    ttl: float | None = None
     closed: bool = False
     # The last numbered call, what it was, and its reply: a client that retries after a dropped
     # connection sends the same number again and gets the same reply instead of a second step.
@@ -296,6 +305,8 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         self.compat: dict[int, str] = {}
         self._compat_ids = itertools.count()
+        #: Reaped session ids and compat ids -> the idle TTL they were reaped after (oldest first).
+        self.reaped_ids: OrderedDict[str | int, float] = OrderedDict()
         self._pending = 0
         self._descriptions: dict[str, dict[str, Any]] = {}
         self._reaper: asyncio.Task | None = None
@@ -341,8 +352,12 @@ class SessionManager:
         return self._descriptions[env_id]
 
     # ---- lifecycle --------------------------------------------------------------------------------
-    async def create(self, env_id: str, client_kwargs: dict[str, Any]) -> Session:
-        """Make `env_id` with the operator's kwargs and those the client may choose (403/422 before any env is made)."""
+    async def create(self, env_id: str, client_kwargs: dict[str, Any], ttl: float | None = None) -> Session:
+        """Make `env_id` with the operator's kwargs and those the client may choose (403/422 before any env is made).
+
+        `ttl` raises this session's idle TTL above the server's (it never lowers it; a server that never
+        reaps keeps every session).
+        """
         self.check_env_id(env_id)
         kwargs = self.policy.kwargs_for(env_id, client_kwargs)
         if len(self.sessions) + self._pending >= self.max_sessions:
@@ -379,12 +394,21 @@ class SessionManager:
         finally:
             self._pending -= 1
         session = Session(secrets.token_hex(8), env_id, dict(client_kwargs), env, slot, description)
+        session.ttl = None if self.ttl is None else max(self.ttl, ttl or 0.0)
         self.sessions[session.id] = session
         return session
 
     def get(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
         if session is None:
+            reaped = self.reaped_ids.get(session_id)
+            if reaped is not None:
+                raise ApiError(
+                    404,
+                    f"session {bounded(session_id, 100)!r} was reaped after {reaped:g} s idle (the server's --ttl); "
+                    "create a new one with POST /sessions",
+                    "SessionNotFound",
+                )
             ttl = f", reaped after {self.ttl:g} s idle" if self.ttl else ""
             raise ApiError(
                 404,
@@ -490,6 +514,18 @@ class SessionManager:
         self.compat[session.compat_id] = session.id
         return session.compat_id
 
+    def reaped_after(self, key: str | int) -> float | None:
+        """The idle TTL after which the session with id or compat id `key` was reaped; None if it was not."""
+        return self.reaped_ids.get(key)
+
+    def _remember_reaped(self, session: Session) -> None:
+        assert session.ttl is not None
+        for key in (session.id, session.compat_id):
+            if key is not None:
+                self.reaped_ids[key] = session.ttl
+        while len(self.reaped_ids) > REAPED_MEMORY:
+            self.reaped_ids.popitem(last=False)
+
     # ---- the reaper and shutdown -----------------------------------------------------------------
     def start(self) -> None:
         """Start the idle reaper (call on the server's event loop)."""
@@ -507,13 +543,17 @@ class SessionManager:
                 _log.exception("reaping idle sessions failed")
 
     async def reap(self) -> int:
-        """Close every session idle for longer than the TTL; return how many were closed."""
+        """Close every session idle for longer than its TTL; return how many were closed."""
         if self.ttl is None:
             return 0
         now = time.monotonic()
-        idle = [s for s in self.sessions.values() if not s.lock.locked() and now - s.last_used > self.ttl]
+        idle = [
+            s for s in self.sessions.values() if s.ttl is not None and not s.lock.locked() and now - s.last_used > s.ttl
+        ]
         if not idle:
             return 0
+        for session in idle:
+            self._remember_reaped(session)
         await asyncio.gather(*(self.close(session) for session in idle))
         self.reaped += len(idle)
         _log.info("reaped %d idle sessions", len(idle))

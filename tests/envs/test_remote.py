@@ -359,28 +359,15 @@ def test_openapi_documents_every_route_with_typed_bodies(http) -> None:
 
 # ---- AgentGym's routes ------------------------------------------------------------------------
 def test_agentgym_routes_serve_the_first_id_to_its_clients(http) -> None:
+    """The first id's dialect answers (every scenario's is in test_agentgym_compat.py)."""
     assert http.get("/").json().startswith(f"This is environment {BABYAI}")
-    created = http.post("/create").json()  # AgentGym's BabyAI client posts no body
-    env_id = created["id"]
-    assert isinstance(env_id, int) and created["done"] is False and created["observation"].startswith("Mission:")
-    assert http.post("/create", json={"commands": None, "goal": None}).status_code == 200  # TextCraft's body
-
-    twin = gym.make(BABYAI)
-    reset = http.post("/reset", json={"id": env_id, "data_idx": 400_003}).json()  # train first, then test
-    observation, info = twin.reset(options={"split": "test", "task_id": 3})
+    env_id = http.post("/create").json()["id"]  # AgentGym's BabyAI client posts no body
+    assert isinstance(env_id, int)
+    reset = http.post("/reset", json={"id": env_id, "data_idx": 43}).json()  # level 43 % 40, seed 43 // 40
+    observation, info = gym.make(BABYAI).reset(options={"task_id": "GoToObjS6/1"})
     assert reset["observation"] == observation and reset["task_description"] == info["instruction"]
-    assert reset["id"] == env_id and reset["done"] is False and reset["score"] == 0
-    step = http.post("/step", json={"id": env_id, "action": "turn left"}).json()
-    observation, reward, _, _, info = twin.step("turn left")
-    assert step == {"observation": observation, "reward": reward, "score": 0.0, "done": False, "info": info}
-    assert http.get("/observation", params={"id": env_id}).json() == observation
-
-    assert "data_idx 404000 is out of range" in error(
-        http.post("/reset", json={"id": env_id, "data_idx": 404_000}), 422
-    )
-    assert http.post("/close", json={"id": env_id}).json() == {"id": env_id, "closed": True}
-    assert "is not valid" in error(http.post("/step", json={"id": env_id, "action": "turn left"}), 404)
-    assert "is not valid" in error(http.get("/observation", params={"id": 999}), 404)
+    assert http.post("/close", json={"id": env_id}).json() is True
+    assert "is not valid" in http.post("/step", json={"id": env_id, "action": "turn left"}).json()["error"]
 
 
 # ---- batches ------------------------------------------------------------------------------------

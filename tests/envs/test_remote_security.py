@@ -152,9 +152,10 @@ def test_operator_kwargs_apply_to_every_session_and_clients_cannot_change_them()
         refused = http.post("/sessions", json={"kwargs": {"show_actions": True}})
         assert refused.status_code == 403 and "fixed by the server's operator" in refused.json()["detail"]
         assert http.get("/envs").json()["envs"][0]["client_kwargs"] == {"render_mode": "one of None, 'ansi'"}
+        compat = http.post("/create").json()["id"]
         assert (
-            http.post("/create").json()["observation"]
-            == BabyAIEnv(levels="GoToObj", show_actions=False).reset(options={"task_id": 0})[0]
+            http.post("/reset", json={"id": compat, "data_idx": 3}).json()["observation"]
+            == BabyAIEnv(levels="GoToObj", show_actions=False).reset(options={"task_id": "GoToObj/3"})[0]
         )
     with pytest.raises(ValueError, match=r"takes no kwargs \['heapp'\]"):
         create_app([SCIWORLD], env_kwargs={SCIWORLD: {"heapp": "1g"}})
