@@ -13,7 +13,7 @@ opens and closed when it ends. Frames are JSON objects `{"type": ..., "data": ..
 |---|---|---|
 | `reset` | `seed`, `episode_id`, `task_id`, `split`, `env_kwargs` (all optional) | `observation` |
 | `step` | `{"action": "<text>"}` | `observation` |
-| `state` | - | `state`: `episode_id`, `step_count`, `env_id`, `session_id`, `task_id`, `score`, ... |
+| `state` | - | `state`: `episode_id`, `step_count`, `env_id`, `session_id`, `env_kwargs`, `task_id`, ... |
 | `close` | - | none; the server closes the session and the connection |
 
 An `observation` reply's data is `{"observation": {"text", "info", "terminated", "truncated"},
@@ -42,7 +42,7 @@ from contextlib import suppress
 from importlib import metadata as importlib_metadata
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, WebSocket
+from fastapi import Body, FastAPI, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.types import Scope, Send
 
@@ -88,6 +88,7 @@ class EpisodeState(BaseModel):
     step_count: int = Field(0, ge=0)
     env_id: str
     session_id: str | None = Field(None, description="The session on this server (its /sessions routes)")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="The kwargs the client chose")
     task_id: str | None = None
     split: str | None = None
     score: float = 0.0
@@ -225,6 +226,7 @@ class _Connection:
             step_count=self.steps,
             env_id=self.env_id,
             session_id=session.id if session is not None else None,
+            env_kwargs=session.kwargs if session is not None else {},
             task_id=None if info.get("task_id") is None else str(info["task_id"]),
             split=info.get("split"),
             score=float(info.get("score", 0.0)),
@@ -334,7 +336,7 @@ def add_openenv_routes(app: FastAPI, manager: SessionManager) -> None:
                     break
         finally:
             await connection.close()
-            with suppress(RuntimeError):
+            with suppress(RuntimeError, WebSocketDisconnect):  # the client may have closed first
                 await websocket.close()
 
 
