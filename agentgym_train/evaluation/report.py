@@ -111,19 +111,19 @@ def turn_curve(episodes: list[dict[str, Any]], horizon: int) -> list[float]:
 
 
 def pass_curve(episodes: list[dict[str, Any]]) -> list[float]:
-    """Mean Pass@k over tasks for k = 1..(fewest episodes of a task); empty with one episode per task."""
+    """Mean Pass@k for k = 1..(most episodes of a task), each k over the tasks with at least k episodes;
+    empty with one episode per task."""
     by_task: dict[str, list[float]] = defaultdict(list)
     for episode in episodes:
         by_task[str(episode.get("task_id"))].append(float(episode.get("success", 0)))
-    if not by_task:
+    most = max((len(v) for v in by_task.values()), default=0)
+    if most < 2:
         return []
-    n = min(len(v) for v in by_task.values())
-    if n < 2:
-        return []
-    return [
-        sum(pass_at_k(len(v), int(sum(s > 0 for s in v)), k) for v in by_task.values()) / len(by_task)
-        for k in range(1, n + 1)
-    ]
+    curve = []
+    for k in range(1, most + 1):
+        tasks = [v for v in by_task.values() if len(v) >= k]
+        curve.append(sum(pass_at_k(len(v), sum(s > 0 for s in v), k) for v in tasks) / len(tasks))
+    return curve
 
 
 def _png(fig: Any) -> str:
@@ -138,6 +138,7 @@ def figures(policies: list[Policy], logs: list[tuple[str, list[dict[str, Any]]]]
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     out = []
     with_episodes = [p for p in policies if p.episodes and all("turns" in e for e in p.episodes)]
@@ -148,6 +149,7 @@ def figures(policies: list[Policy], logs: list[tuple[str, list[dict[str, Any]]]]
             curve = turn_curve(policy.episodes, max(1, horizon))
             ax.plot(range(1, len(curve) + 1), curve, marker="o", markersize=3, label=policy.label)
         ax.set(xlabel="turns", ylabel="solved within t turns", ylim=(-0.02, 1.02))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -160,6 +162,7 @@ def figures(policies: list[Policy], logs: list[tuple[str, list[dict[str, Any]]]]
         for label, curve in curves:
             ax.plot(range(1, len(curve) + 1), curve, marker="o", markersize=3, label=label)
         ax.set(xlabel="k", ylabel="Pass@k", ylim=(-0.02, 1.02))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()

@@ -36,5 +36,9 @@ def test_random_policy_baseline_under_a_turn_limit() -> None:
     assert short.turns.mean <= 3 and short.success.n == 30
     assert long.success.mean > short.success.mean  # a random walk finds the goal more often with more time
     assert set(short.categories) == {"GoTo"}
+    assert short.to_dict()["policy"] == "random" and short.to_dict()["max_turns"] == 3
+    assert all(len(r["steps"]) == r["turns"] for r in short.episodes)  # every episode keeps its transcript
+    reasons = {r["end_reason"] for r in short.episodes}
+    assert reasons <= {"success", "max_turns"} and "max_turns" in reasons and "episodes ended:" in short.table()
     same = paired_difference(short, short)
     assert same.mean == 0.0
