@@ -61,7 +61,6 @@ def test_pair_masks_are_zero_where_the_env_spoke(toy_model: Path) -> None:
     for ids, mask in ((row["chosen_ids"], row["chosen_mask"]), (row["rejected_ids"], row["rejected_mask"])):
         assert len(ids) == len(mask)
         learned = tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if m])
-        env = tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if not m])
         assert "Right." not in learned and "Cue" not in learned
         assert learned.replace("<|im_end|>", "") in ("eaa", "a")
     env_part = tokenizer.decode([i for i, m in zip(row["chosen_ids"], row["chosen_mask"], strict=True) if not m])
@@ -95,7 +94,8 @@ def test_dpo_raises_the_chosen_over_rejected_log_ratio(toy_model: Path, collecte
     batch = trainer.data_collator([dataset[0]])
     n_prompt = len(dataset[0]["prompt_ids"])
     assert batch["completion_mask"][0, :n_prompt].sum() == 0
-    assert batch["completion_mask"][0, n_prompt:].tolist()[: len(dataset[0]["chosen_mask"])] == dataset[0]["chosen_mask"]
+    n_chosen = len(dataset[0]["chosen_mask"])
+    assert batch["completion_mask"][0, n_prompt : n_prompt + n_chosen].tolist() == dataset[0]["chosen_mask"]
     trainer.train()
     chosen, rejected = pair_logps(trainer.model, dataset)
     after = sum(c - r for c, r in zip(chosen, rejected, strict=True)) / len(chosen)
