@@ -369,7 +369,11 @@ def build_report(
             "<h2>Episodes</h2>",
             _episodes_table(policies),
         ]
-    pictures = figures(policies, logs or [])
+    try:
+        pictures = figures(policies, logs or [])
+    except ImportError:  # matplotlib comes with the [train] extra; the rest of the page needs nothing
+        pictures = []
+        body.append('<p class="sub">curves left out: matplotlib is not installed (pip install matplotlib)</p>')
     if pictures:
         body.append('<h2>Curves</h2><div class="figures">')
         body += [

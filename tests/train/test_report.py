@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -176,3 +177,11 @@ def test_pass_at_k_is_the_unbiased_estimate() -> None:
     rows = [{"task_id": t, "success": s} for t, s in [("a", 1), ("a", 0), ("b", 0), ("b", 0)]]
     assert pass_curve(rows) == pytest.approx([0.25, 0.5])
     assert pass_curve(rows[::2]) == [] and not math.isnan(pass_at_k(1, 1, 1))
+
+
+def test_without_matplotlib_the_page_has_everything_but_the_curves(
+    results: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what the core install (no [train] extra) lacks
+    page = build_report(*load_results([results["paths"]["random"]]))
+    assert "<figure>" not in page and "matplotlib is not installed" in page and 'class="episode"' in page
