@@ -203,7 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_arguments(p)
     p.set_defaults(func=report.run)
 
-    from agentgym_train import bench, doctor
+    from agentgym_train import bench, collect, doctor
+
+    p = sub.add_parser(
+        "collect", help="episodes of a model, an endpoint, 'expert' or 'random' to JSONL (for SFT, RFT, DPO)"
+    )
+    collect.add_arguments(p)
+    p.set_defaults(func=collect.run)
 
     p = sub.add_parser(
         "doctor",
