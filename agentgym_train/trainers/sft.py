@@ -1,15 +1,18 @@
-"""SFT warm start: expert episodes as multi-turn chats, trained with TRL's `SFTTrainer` on assistant turns only.
+"""SFT: expert or collected episodes as multi-turn chats, trained with TRL's `SFTTrainer` on assistant turns only.
 
 A tiny random model cannot act at all, so RL starts from a policy that imitated the scenario's
 expert (`env.unwrapped.make_expert()`) for a while. Episodes are tokenized through the same path as
 the RL rollouts (`ChatRenderer`): the prompt, then each reply with its end-of-turn token (loss on)
 and each observation rendered as the next user turn (loss off). So SFT and RL see the same tokens.
+Any scenario and any policy: `collected_chats(path)` reads a file of `agentgym collect` (an endpoint's,
+the expert's or a model's episodes) instead of playing the expert here.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -57,6 +60,27 @@ def expert_chats(
         if not successful_only or info.get("success"):
             chats.append(env.messages[:-1])  # the final observation is never answered
     env.close()
+    return chats
+
+
+def collected_chats(
+    path: str | Path, *, successful_only: bool = True, min_return: float | None = None
+) -> list[list[dict[str, str]]]:
+    """The chats of a file written by `agentgym collect` (any scenario, any policy), for `run_sft`.
+
+    Keeps the successful episodes when `successful_only`, and those whose return reaches `min_return`
+    when given; episodes without a reply are left out (nothing to learn).
+    """
+    from agentgym_train.collect import read_records
+
+    chats = []
+    for record in read_records(path):
+        if successful_only and not record["success"]:
+            continue
+        if min_return is not None and record["return"] < min_return:
+            continue
+        if any(m["role"] == "assistant" for m in record["messages"]):
+            chats.append(record["messages"])
     return chats
 
 

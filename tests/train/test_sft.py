@@ -61,3 +61,24 @@ def test_a_short_sft_makes_the_expert_replies_likely(tiny_babyai: Path, tmp_path
     run_sft(model, tokenizer, chats, str(tmp_path), max_steps=30, batch_size=8, learning_rate=5e-3)
     after = reply_loss()
     assert after < 0.4 * before, f"assistant-token loss {before:.2f} -> {after:.2f}"
+
+
+def test_sft_from_a_collected_file_masks_every_observation(tiny_babyai: Path, tmp_path: Path) -> None:
+    from agentgym_train.collect import collect, random_actor
+    from agentgym_train.trainers.sft import collected_chats
+
+    path = tmp_path / "random.jsonl"
+    collect(random_actor(["turn left", "move forward"]), BABYAI, path, num_tasks=3, max_turns=3,
+            env_kwargs=ENV_KWARGS, progress=False)  # fmt: skip
+    assert collected_chats(path) == []  # three random moves do not reach the goal: no successful episode
+    chats = collected_chats(path, successful_only=False)
+    assert len(chats) == 3
+    _, tokenizer = load_model(tiny_babyai)
+    row = sft_dataset(tokenizer, chats)[0]
+    ids, mask = row["input_ids"], row["assistant_masks"]
+    unmasked = tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if m])
+    masked = tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if not m])
+    observations = [m["content"] for m in chats[0] if m["role"] == "user"]
+    replies = [m["content"] for m in chats[0] if m["role"] == "assistant"]
+    assert unmasked == "".join(reply + "<|im_end|>" for reply in replies)
+    assert all(observation in masked and observation not in unmasked for observation in observations)
