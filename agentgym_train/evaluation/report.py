@@ -269,7 +269,8 @@ def _column(policy: Policy, record: dict[str, Any] | None) -> str:
             badges.append('<span class="badge bad">invalid action</span>')
         if float(turn.get("reward") or 0.0):
             badges.append(f'<span class="badge reward">reward {float(turn["reward"]):+.3f}</span>')
-        badges += [f'<span class="badge flag">{_e(k)}: {_e(v)}</span>' for k, v in generation_flags(turn).items()]
+        flags = generation_flags(turn, unusual=True)
+        badges += [f'<span class="badge flag">{_e(k)}: {_e(v)}</span>' for k, v in flags.items()]
         action = f" · action <code>{_e(turn['action'])}</code>" if turn.get("action") is not None else ""
         parts.append(
             f'<div class="turn"><div class="meta">turn {number}{action}{"".join(badges)}</div>'

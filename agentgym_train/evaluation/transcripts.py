@@ -35,9 +35,20 @@ END_REASONS = {
 STEP_KEYS = frozenset({"action", "format_error", "valid_action", "reward", "reply", "observation"})
 
 
-def generation_flags(step: dict[str, Any]) -> dict[str, Any]:
-    """The per-turn generation flags of a step entry (e.g. `stopped_by`), those with a value."""
-    return {key: value for key, value in step.items() if key not in STEP_KEYS and value not in (None, False, "")}
+#: Flag values that say a reply ended as replies normally do (left out where flags are shown per turn).
+USUAL_FLAGS = frozenset({("stopped_by", "eos")})
+
+
+def generation_flags(step: dict[str, Any], *, unusual: bool = False) -> dict[str, Any]:
+    """The per-turn generation flags of a step entry (e.g. `stopped_by`), those with a value; with
+    `unusual`, only those that differ from a normal end of turn (a stop string or the budget fired)."""
+    return {
+        key: value
+        for key, value in step.items()
+        if key not in STEP_KEYS
+        and value not in (None, False, "")
+        and not (unusual and isinstance(value, str) and (key, value) in USUAL_FLAGS)
+    }
 
 
 def end_reason(
@@ -162,7 +173,7 @@ def format_record(record: dict[str, Any], width: int = 100, max_chars: int = 600
             marks.append("invalid action")
         if "reward" in turn:
             marks.append(f"reward {float(turn['reward']):+.3f}")
-        marks += [f"{key} {value}" for key, value in generation_flags(turn).items()]
+        marks += [f"{key} {value}" for key, value in generation_flags(turn, unusual=True).items()]
         lines.append(f"  --- turn {number}" + (f" ({', '.join(marks)})" if marks else ""))
         lines += block("reply", turn["reply"])
         if turn.get("action") is not None:

@@ -87,14 +87,15 @@ def test_generation_flags_merge_into_steps_and_show_in_the_console_text() -> Non
         {"role": "assistant", "content": "Action: go"},
         {"role": "user", "content": "gone"},
     ]
-    flags = [{"stopped_by": "max_turn_tokens"}, {"stopped_by": "stop_string"}]
+    flags = [{"stopped_by": "budget"}, {"stopped_by": "stop_string"}]
     record = episode_record(
         task_id="t", sample=0, category="c", stats=stats, messages=messages, max_turns=2, turn_flags=flags
     )
-    assert [s["stopped_by"] for s in record["steps"]] == ["max_turn_tokens", "stop_string"]
-    assert generation_flags(record["steps"][0]) == {"stopped_by": "max_turn_tokens"}
+    assert [s["stopped_by"] for s in record["steps"]] == ["budget", "stop_string"]
+    assert generation_flags(record["steps"][0]) == {"stopped_by": "budget"}
+    assert generation_flags({"stopped_by": "eos"}, unusual=True) == {}  # the normal end is not flagged per turn
     text = format_record(record, max_chars=100)
-    assert "turn 1 (no action found, reward +0.000, stopped_by max_turn_tokens)" in text
+    assert "turn 1 (no action found, reward +0.000, stopped_by budget)" in text
     assert "more chars]" in text and "turn limit reached" in text and "action  go" in text
 
 
