@@ -36,6 +36,8 @@ from agentgym_train.evaluation.transcripts import END_REASONS, exchanges, genera
 _HERE = Path(__file__).parent
 #: Nested results of `agentgym train`'s results.json, in the order they are shown (before vs after first).
 PIPELINE_KEYS = {"before": "before RL", "after": "after RL", "random": "random"}
+#: Transcript rows a page shows by default: a long evaluation's every episode would make a page browsers choke on.
+DEFAULT_MAX_EPISODES = 300
 #: What a table cell shows where there is no value.
 NONE = "-"
 
@@ -246,7 +248,7 @@ def _episodes_table(policies: list[Policy]) -> str:
     )
 
 
-def _column(policy: Policy, record: dict[str, Any] | None) -> str:
+def _column(policy: Policy, record: dict[str, Any] | None, shared_system: str) -> str:
     if record is None:
         return f'<div class="column missing">{_e(policy.label)}: no episode of this task and sample</div>'
     system, first, turns = exchanges(record)
@@ -258,7 +260,7 @@ def _column(policy: Policy, record: dict[str, Any] | None) -> str:
         f'<span class="outcome {kind}">{_e(END_REASONS.get(reason, reason))}</span>, '
         f"return {float(record.get('return', 0.0)):.3f} in {_e(record.get('turns'))} turns</h3>",
     ]
-    if system:
+    if system and system != shared_system:
         parts.append(f'<details><summary>system prompt</summary><pre class="observation">{_e(system)}</pre></details>')
     parts.append(f'<div class="meta">task</div><pre class="observation">{_e(first)}</pre>')
     for number, turn in enumerate(turns, 1):
@@ -289,13 +291,27 @@ def _outcome_select(name: str, label: str, reasons: list[str]) -> str:
     return f'<label>{_e(label)} <select data-filter="{name}" id="filter-{name}">{"".join(options)}</select></label>'
 
 
+def _shared_system_prompt(episodes: list[dict[str, Any]]) -> str:
+    """The system prompt of every episode where they all have the same one (shown once), else ""."""
+    prompts = {exchanges({"messages": e.get("messages", [])[:1]})[0] for e in episodes}
+    return prompts.pop() if len(prompts) == 1 else ""
+
+
 def _transcripts(pair: list[Policy], max_episodes: int | None) -> str:
     keyed = [{(str(e.get("task_id")), int(e.get("sample", 0))): e for e in p.episodes} for p in pair]
     keys = list(keyed[0])
     for other in keyed[1:]:
         keys += [k for k in other if k not in keyed[0]]
-    if max_episodes is not None:
+    total = len(keys)
+    if max_episodes:
         keys = keys[:max_episodes]
+    shared = [_shared_system_prompt(p.episodes) for p in pair]
+    prompts = "".join(
+        f"<details><summary>system prompt of {_e(p.label)} (the same in every episode)</summary>"
+        f'<pre class="observation">{_e(system)}</pre></details>'
+        for p, system in zip(pair, shared, strict=True)
+        if system
+    )
     names = ["outcome-a", "outcome-b"][: len(pair)]
     categories = sorted({str(m[k].get("category")) for m in keyed for k in keys if k in m})
     filters = [
@@ -307,6 +323,11 @@ def _transcripts(pair: list[Policy], max_episodes: int | None) -> str:
         reasons = sorted({str(e.get("end_reason")) for e in episodes.values() if "end_reason" in e})
         filters.append(_outcome_select(name, f"outcome of {policy.label}", reasons))
     filters.append(f'<span><span id="shown">{len(keys)}</span> of {len(keys)} episodes shown</span>')
+    if total > len(keys):
+        filters.append(
+            f'<span class="missing">{total - len(keys)} more episodes left out of this page '
+            "(agentgym report --max-episodes 0 shows all)</span>"
+        )
     rows = []
     for task_id, sample in keys:
         records = [m.get((task_id, sample)) for m in keyed]
@@ -319,10 +340,10 @@ def _transcripts(pair: list[Policy], max_episodes: int | None) -> str:
             f'<section class="episode"{attributes}><header><span class="task">{_e(task_id)}</span>'
             f"<span>sample {sample}</span><span>{_e(present.get('category'))}</span></header>"
             f'<div class="columns" style="--columns: {len(pair)}">'
-            + "".join(_column(p, r) for p, r in zip(pair, records, strict=True))
+            + "".join(_column(p, r, system) for p, r, system in zip(pair, records, shared, strict=True))
             + "</div></section>"
         )
-    return f'<div class="filters">{"".join(filters)}</div>' + "".join(rows)
+    return prompts + f'<div class="filters">{"".join(filters)}</div>' + "".join(rows)
 
 
 def build_report(
@@ -341,7 +362,7 @@ def build_report(
         pair: The labels of the one or two policies whose transcripts are shown side by side
             (default: the first two).
         title: The page title (default: the env ids).
-        max_episodes: Show at most this many transcript rows.
+        max_episodes: Show at most this many transcript rows (None or 0: all).
     """
     if not policies and not logs:
         raise ValueError("nothing to report: no policies and no training log")
@@ -419,7 +440,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--pair", nargs="+", default=None, metavar="LABEL", help="the one or two policies whose transcripts to show"
     )
     p.add_argument("--title", default=None)
-    p.add_argument("--max-episodes", type=int, default=None, help="show at most N transcript rows")
+    p.add_argument(
+        "--max-episodes",
+        type=int,
+        default=DEFAULT_MAX_EPISODES,
+        help=f"show at most N transcript rows, the first ones (default {DEFAULT_MAX_EPISODES}; 0: all)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from train_helpers import BABYAI, ENV_KWARGS
 from agentgym_envs.webarena.browser import LAUNCH_ARGS, find_chromium
 from agentgym_train.cli import main
 from agentgym_train.evaluation.evaluate import evaluate_expert, evaluate_random
-from agentgym_train.evaluation.report import build_report, load_results, pass_at_k, pass_curve
+from agentgym_train.evaluation.report import Policy, build_report, load_results, pass_at_k, pass_curve
 
 PRIMITIVES = ["turn left", "turn right", "move forward"]
 #: Model and env text that would run script if it reached the page unescaped.
@@ -185,3 +185,12 @@ def test_without_matplotlib_the_page_has_everything_but_the_curves(
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # what the core install (no [train] extra) lacks
     page = build_report(*load_results([results["paths"]["random"]]))
     assert "<figure>" not in page and "matplotlib is not installed" in page and 'class="episode"' in page
+
+
+def test_a_shared_system_prompt_shows_once_and_long_lists_are_cut(results: dict[str, Any]) -> None:
+    babyai = {**results["random"], "episodes": results["random"]["episodes"][:-1]}  # without the hostile episode
+    policy = Policy("random", babyai, "random.json")
+    page = build_report([policy], max_episodes=2)
+    assert page.count("system prompt") == 1 and "(the same in every episode)" in page
+    assert page.count('class="episode"') == 2 and f"{len(babyai['episodes']) - 2} more episodes left out" in page
+    assert build_report([policy], max_episodes=0).count('class="episode"') == len(babyai["episodes"])
