@@ -155,7 +155,9 @@ class BabyAIEnv(TextEnv):
         parsed = L.parse_task_id(task_id)
         if parsed is None or parsed[0] not in self.levels:
             return None
-        return L.split_of_seed(parsed[1])
+        # Any seed is a task (AgentGym's server indexes seeds 0, 1, 2, ...); one outside the listed
+        # ranges counts as train, never as test.
+        return L.split_of_seed(parsed[1]) or "train"
 
     # ---- episode --------------------------------------------------------------------------------
     def _reset_task(self, task_id: str) -> tuple[str, dict[str, Any]]:

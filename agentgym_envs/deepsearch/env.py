@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from agentgym_envs.clientargs import IntRange, OneOf, check_int
 from agentgym_envs.core import TextEnv
 from agentgym_envs.deepsearch import data as D
-from agentgym_envs.deepsearch.retrieval import Retriever, format_information, open_local_retriever
+from agentgym_envs.deepsearch.retrieval import PASSAGE_FORMATS, Retriever, format_information, open_local_retriever
 from agentgym_envs.deepsearch.scoring import score_answer
 from agentgym_envs.deepsearch.synthetic import BLOCK_DOCS, Question
 
@@ -136,6 +136,7 @@ class DeepSearchEnv(TextEnv):
         "wrong_answer": OneOf(("end", "retry")),
         "topk": IntRange(1, 10),
         "max_query_chars": IntRange(1, 1000),
+        "passage_format": OneOf(PASSAGE_FORMATS),
     }
 
     def __init__(
@@ -153,6 +154,7 @@ class DeepSearchEnv(TextEnv):
         reward: str = "em",
         wrong_answer: str = "end",
         max_query_chars: int = 300,
+        passage_format: str = "compact",
         cache_dir: str | os.PathLike[str] | None = None,
         render_mode: str | None = None,
     ):
@@ -172,6 +174,8 @@ class DeepSearchEnv(TextEnv):
             reward: "em" (exact match) or "f1".
             wrong_answer: "end" (an answer ends the episode) or "retry" (AgentGym's "try again").
             max_query_chars: Longest valid search query.
+            passage_format: "compact" (one bounded line per passage) or "search-r1" (exactly Search-R1's
+                text, for models trained with it); see `agentgym_envs.deepsearch.retrieval`.
             cache_dir: Where corpora and indexes are cached (default: see `data.cache_root`).
             render_mode: None or "ansi".
         """
@@ -182,6 +186,8 @@ class DeepSearchEnv(TextEnv):
             raise ValueError(f"wrong_answer must be 'end' or 'retry', got {wrong_answer!r}")
         check_int("topk", topk, 1, 50)
         check_int("max_query_chars", max_query_chars, 1, 100_000)
+        if passage_format not in PASSAGE_FORMATS:
+            raise ValueError(f"passage_format must be one of {list(PASSAGE_FORMATS)}, got {passage_format!r:.40}")
         check_int("num_docs", num_docs, 100, 1_000_000)  # 50 blocks; every size builds its own cached corpus
         check_int("seed", seed, 0, 2**32 - 1)
         if retriever_url is not None and (
@@ -232,6 +238,7 @@ class DeepSearchEnv(TextEnv):
         self.retriever_spec, self.retriever_url, self.dense_model = retriever, retriever_url, dense_model
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.topk, self.reward, self.wrong_answer, self.max_query_chars = topk, reward, wrong_answer, max_query_chars
+        self.passage_format = passage_format
         self.cache_dir = cache_dir
         self._questions: dict[str, Sequence[Question]] | None = None
         self._ids: dict[str, list[str]] = {}
@@ -321,7 +328,7 @@ class DeepSearchEnv(TextEnv):
             return parsed, self._score, False, False, {"valid_action": False, "success": self._success}
         kind, text = parsed
         if kind == "search":
-            observation = format_information(self.retriever.search(text, self.topk))
+            observation = format_information(self.retriever.search(text, self.topk), self.passage_format)
             return observation, self._score, False, False, {"valid_action": True, "success": False, "query": text}
         golden, shown = self._question.golden_answers, text if len(text) <= 200 else text[:197] + "..."
         em, f1 = score_answer(text, golden)

@@ -4,7 +4,8 @@
     ->  {"result": [[{"document": {"id": ..., "contents": ...}, "score": ...}, ...], ...]}
 
 Search-R1's own `retrieval_server.py` (e5 + faiss over wiki-18) and `agentgym retrieval-server` both
-answer it, so many envs and processes can share one index.
+answer it, so many envs and processes can share one index. No queries need no request; many are
+sent `MAX_QUERIES_PER_REQUEST` at a time.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from typing import Any
 
 from agentgym_envs.deepsearch.data import contents_of
 from agentgym_envs.deepsearch.retrieval import Passage, Retriever
+
+#: Queries per request: what any Search-R1 server answers in one go (ours takes far more).
+MAX_QUERIES_PER_REQUEST = 1024
 
 
 class RemoteRetriever(Retriever):
@@ -30,6 +34,12 @@ class RemoteRetriever(Retriever):
         self._httpx = httpx
 
     def batch_search(self, queries: list[str], k: int) -> list[list[Passage]]:
+        hits: list[list[Passage]] = []
+        for start in range(0, len(queries), MAX_QUERIES_PER_REQUEST):
+            hits.extend(self._request(queries[start : start + MAX_QUERIES_PER_REQUEST], k))
+        return hits
+
+    def _request(self, queries: list[str], k: int) -> list[list[Passage]]:
         # Lone surrogates (legal in a Python str, not in UTF-8) become "?": every query can be sent.
         sendable = [query.encode("utf-8", "replace").decode("utf-8") for query in queries]
         payload = {"queries": sendable, "topk": int(k), "return_scores": True}

@@ -2,7 +2,17 @@
 
 A retriever answers a batch of queries with the top `k` passages of each. Passages travel as
 Search-R1's retrieval server sends them, `{"document": {"id", "contents"}, "score"}`, and are shown to
-the agent as Search-R1 shows them: `Doc 1(Title: <first line>) <rest>`.
+the agent as Search-R1 shows them, `Doc 1(Title: <first line>) <rest>`, in one of two forms
+(`PASSAGE_FORMATS`):
+
+- `"compact"` (the default): each passage on one line, its whitespace folded and its text cut at
+  `MAX_PASSAGE_CHARS`, and "No document matches this query." when nothing matches. Observations stay
+  short and bounded whatever the corpus holds.
+- `"search-r1"`: exactly Search-R1's text (and AgentGym's SearchQA server's): every passage's lines
+  as the corpus has them, each passage ending in a line break, the whole stripped, and an empty
+  `<information></information>` when nothing matches, so that a model trained with Search-R1 sees
+  what it saw in training. (Search-R1 also puts a blank line before and after the block, where it
+  joins the observation to the model's reply; the chat template does that joining here.)
 """
 
 from __future__ import annotations
@@ -56,8 +66,21 @@ class Retriever(ABC):
         """Free what this retriever holds; shared in-process indexes stay open for other envs."""
 
 
-def format_information(passages: list[Passage]) -> str:
-    """Passages as the `<information>` block of Search-R1."""
+#: How `format_information` renders passages (see the module doc).
+PASSAGE_FORMATS = ("compact", "search-r1")
+
+
+def search_r1_passages(passages: list[Passage]) -> str:
+    """Passages as Search-R1's `_passages2string` writes them: `Doc i(Title: <first line>) <other lines>\n` each."""
+    return "".join(f"Doc {rank}(Title: {p.title}) {p.text}\n" for rank, p in enumerate(passages, 1))
+
+
+def format_information(passages: list[Passage], passage_format: str = "compact") -> str:
+    """Passages as the `<information>` block of Search-R1, in one of `PASSAGE_FORMATS`."""
+    if passage_format == "search-r1":
+        return f"<information>{search_r1_passages(passages).strip()}</information>"
+    if passage_format != "compact":
+        raise ValueError(f"passage_format must be one of {list(PASSAGE_FORMATS)}, got {passage_format!r:.40}")
     if not passages:
         return "<information>No document matches this query.</information>"
     lines = []

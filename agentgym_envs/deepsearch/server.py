@@ -5,7 +5,12 @@
     (without `return_scores`, each result is the bare document)
     GET /health     {"status": "ok", "documents": N}
 
-Bad requests are answered with HTTP 422 and the reason. Run it with `agentgym retrieval-server`
+As Search-R1's server does, an empty `queries` list is answered `{"result": []}` (Search-R1's
+trainer sends one on every turn where no rollout searched), and a request of thousands of queries
+(its training script sends 512 prompts x 5 rollouts = 2,560) is answered, searched `CHUNK_QUERIES` at
+a time so that a dense retriever's batches stay bounded. Requests of more than `MAX_QUERIES`
+queries, or a query longer than `MAX_QUERY_CHARS`, are answered with HTTP 422 and the reason, as
+other bad requests are. Run it with `agentgym retrieval-server`
 (or `python -m agentgym_envs.deepsearch.server`); point envs at it with
 `gym.make("AgentGym/DeepSearch-v0", retriever="remote", retriever_url="http://127.0.0.1:8000")`.
 Needs the `[server]` extra (fastapi, uvicorn); imported lazily so the CLI works without it.
@@ -23,23 +28,38 @@ from typing import Any
 from agentgym_envs.deepsearch.retrieval import Retriever
 
 MAX_TOPK = 100
-MAX_QUERIES = 1024
+#: Most queries one request may hold (Search-R1's training sends up to 2,560).
+MAX_QUERIES = 65_536
+#: Longest query (a model's <search> text; Search-R1 cuts replies at a few hundred tokens).
+MAX_QUERY_CHARS = 20_000
+#: Queries searched at once: a request of more is answered chunk by chunk.
+CHUNK_QUERIES = 512
 
 
-def create_app(retriever: Retriever, default_topk: int = 3) -> Any:
-    """A FastAPI app serving `retriever` with the Search-R1 `/retrieve` protocol."""
+def search_in_chunks(retriever: Retriever, queries: list[str], k: int, chunk: int = CHUNK_QUERIES) -> list[list[Any]]:
+    """`retriever.batch_search(queries, k)`, `chunk` queries at a time (none for no queries)."""
+    hits: list[list[Any]] = []
+    for start in range(0, len(queries), chunk):
+        hits.extend(retriever.batch_search(queries[start : start + chunk], k))
+    return hits
+
+
+def create_app(retriever: Retriever, default_topk: int = 3, chunk: int = CHUNK_QUERIES) -> Any:
+    """A FastAPI app serving `retriever` with the Search-R1 `/retrieve` protocol (`chunk` queries searched at once)."""
+    from typing import Annotated
+
     from fastapi import FastAPI
     from pydantic import BaseModel, Field
 
     class RetrieveRequest(BaseModel):
-        queries: list[str] = Field(min_length=1, max_length=MAX_QUERIES)
+        queries: list[Annotated[str, Field(max_length=MAX_QUERY_CHARS)]] = Field(max_length=MAX_QUERIES)
         topk: int | None = Field(default=None, ge=1, le=MAX_TOPK)
         return_scores: bool = False
 
     app = FastAPI(title="AgentGym Deep Search retrieval server")
 
     def retrieve(request: RetrieveRequest) -> dict[str, Any]:
-        hits = retriever.batch_search(request.queries, request.topk or default_topk)
+        hits = search_in_chunks(retriever, request.queries, request.topk or default_topk, chunk)
         return {"result": [[p.to_json(request.return_scores) for p in passages] for passages in hits]}
 
     # Annotations are strings here (postponed evaluation) and the model is local: give FastAPI the class.

@@ -18,7 +18,8 @@ serves its first id on these routes in the dialect of that id's scenario:
   Index `i` runs over the test split, then train (Search-R1's files give AgentGym's 0..51,712 test,
   51,713.. train). Past the end: HTTP 500, "Item id i is out of range.".
 - WebArena (`env_idx`): `/create` answers `{"env_idx"}`; `/reset {"idx": i}` starts WebArena task
-  id `i` (`config_files/{i}.json`). An unknown id: `{"observation": "TimeoutError", ...}`.
+  id `i` (`config_files/{i}.json`). An unknown id: `{"observation": "TimeoutError", ...}`. A step
+  sends the model's whole reply; its first ```...``` block is the action, as AgentGym parses it.
 - Any other env (`id`): `/create` resets to index 0; index `i` runs over every split's tasks in
   order and wraps.
 
@@ -29,6 +30,9 @@ reward 0 and an observation that says the episode is over. An unknown or reaped 
 scenario's error reply with a message that says which (AgentGym's `"The id N is not valid."`).
 Sessions made here stay idle up to `COMPAT_TTL` seconds (above AgentGym-RL's 2,400 s client
 timeout) unless the server's own TTL is longer.
+
+Every reset here is seeded with `RESET_SEED`, so an index always gives the same observation (the
+distractor recipes TextCraft lists, for one), as AgentGym's TextCraft server, which seeds 42, does.
 
 Scores: BabyAI's `reward` and `score` are the score so far (AgentGym's BabyAI client reads `score`
 as the reward); SciWorld's are on ScienceWorld's 0-100 scale (a failed task scores 0, not -100);
@@ -51,6 +55,9 @@ if TYPE_CHECKING:
 AGENTGYM_CLIENT_TIMEOUT = 2400.0
 #: Idle TTL of sessions made on AgentGym's routes: above the client timeout, with room for the turn after it.
 COMPAT_TTL = 3600.0
+
+#: The seed of every reset on these routes, so that an index always gives the same observation.
+RESET_SEED = 0
 
 _MAX_ID_DIGITS = 30
 
@@ -136,6 +143,10 @@ class Dialect:
         score = float((session.info or {}).get("score", 0.0))
         return {"observation": session.observation, "reward": reward, "score": score, "done": session.episode_over}
 
+    def action(self, text: str) -> str:
+        """The action the env gets for the text a client sent (its server's own parsing, if any)."""
+        return text
+
     def step(self, session: Session, step: dict[str, Any]) -> Any:
         return {
             "observation": step["observation"],
@@ -146,7 +157,7 @@ class Dialect:
         }
 
     def over(self, session: Session) -> Any:
-        return self.error(f"The task with environment {session.compat_id} has finished.")
+        return self.error(f"The task with environment {session.compat_id} has finished.").payload
 
     def observation(self, session: Session) -> Any:
         return session.observation
@@ -319,7 +330,7 @@ class SearchQADialect(Dialect):
 
 
 class WebArenaDialect(Dialect):
-    """agentenv-webarena: `env_idx` ids; `/reset {"idx"}` names WebArena's task id."""
+    """agentenv-webarena: `env_idx` ids; `/reset {"idx"}` names WebArena's task id; actions in ``` fences."""
 
     name = "WebArena"
     id_field = "env_idx"
@@ -342,6 +353,14 @@ class WebArenaDialect(Dialect):
 
     def created(self, session: Session) -> Any:
         return {"env_idx": session.compat_id}
+
+    def action(self, text: str) -> str:
+        # AgentGym's WebArena server gets the model's whole reply and acts on its first ```...``` block.
+        start = text.find("```")
+        end = text.find("```", start + 3) if start >= 0 else -1
+        if end < 0:
+            raise self.error(f"Cannot parse action from response {bounded(text, 200)}")
+        return text[start + 3 : end].strip()
 
     def reset(self, session: Session) -> Any:
         task = session.env.unwrapped.catalog.by_id[(session.info or {}).get("task_id")]
@@ -395,7 +414,8 @@ class AgentGymRoutes:
         return session
 
     async def _reset(self, dialect: Dialect, session: Session, index: int) -> None:
-        await self.manager.call(session, session.do_reset, None, dialect.options(session, index))
+        # Seeded: an index always shows the same text (AgentGym's TextCraft seeds 42 on every reset).
+        await self.manager.call(session, session.do_reset, RESET_SEED, dialect.options(session, index))
 
     async def create(self, body: dict[str, Any]) -> Any:
         """A session of the first served id, reset as the dialect's server does at create.
@@ -452,6 +472,7 @@ class AgentGymRoutes:
         action = body.get("action")
         if not isinstance(action, str):
             raise ApiError(422, f"malformed request: body.action must be a string, got {action!r:.40}", "ValueError")
+        action = dialect.action(action)
         try:
             reply = await self.manager.call(session, session.do_step, action)
         except ApiError as error:
@@ -549,6 +570,6 @@ def _reset_custom_textcraft(session: Session, goal: str, commands: str) -> None:
         raise ApiError(
             422, f"goal {display_name(goal)!r} is not a TextCraft task of this server (depths {list(env.depths)})"
         )
-    session.do_reset(None, {"task_id": goal})
+    session.do_reset(RESET_SEED, {"task_id": goal})
     # Crafting checks the recipe book, not the list shown (as in AgentGym's TextCraft): only the text changes.
     session.observation = f"Crafting commands:\n{commands}\n\nGoal: craft {display_name(goal)}."
