@@ -16,13 +16,15 @@ Routes (JSON; the OpenAPI schema at `/openapi.json` and `/docs` has every body):
 | `POST /batch` `{calls: [{session_id, op, ...}]}` | reset/step many sessions in one round trip |
 | `GET /envs` | served ids with their splits and sizes |
 | `GET /health` | sessions, uptime, memory |
-| `/create`, `/reset`, `/step`, `/observation`, `/close`, `/` | AgentGym's own routes, for its clients |
+| `/create`, `/reset`, `/step`, `/observation`, `/close`, `/` | AgentGym's routes: the first id, in its dialect |
 
 Errors are JSON `{"detail": ..., "error_type": ...}`: unknown session or env id 404, malformed body
 422, step after the episode ended 409, session cap 429, body too large 413, missing token 401, a
 kwarg the client may not choose 403, a `Host` the server is not addressed by or a foreign `Origin`
 403, a body that is not `application/json` 415, a request head or body that does not arrive in time
-408, a backend failure 500 with its message; the server keeps serving.
+408, a backend failure 500 with its message; the server keeps serving. AgentGym's routes answer as
+AgentGym's servers do instead (mostly HTTP 200 with `{"error": ...}`), because their clients rely on it;
+`agentgym_compat` says how for each scenario.
 
 Trust: the operator fixes each env's configuration at start (`env_kwargs`); a client may pass only
 the kwargs an env declares safe for clients (`client_kwargs`, listed in `GET /envs`).
