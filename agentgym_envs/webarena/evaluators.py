@@ -1,56 +1,79 @@
-"""WebArena's evaluators, reimplemented: `string_match`, `url_match` and `program_html`.
+"""WebArena's evaluators, reimplemented to score as WebArena's `evaluation_harness` scores.
 
-The score of a task is the product of the scores of its `eval_types`, each in [0, 1]:
+An episode's score is the product of its evaluators' scores, one per entry of `eval_types`, in
+that order (an entry listed twice runs twice); each is 0 or 1. What each one does:
 
-- `string_match` compares the answer of `stop [answer]` with `reference_answers`: `exact_match`
-  (equal after trimming quotes and lower-casing), `must_include` (every phrase is a substring; a
-  single one-character reference must be a whole token, so "0" does not match "10"), `fuzzy_match`
-  (a judge decides; the reference "N/A" marks an impossible task: the answer "N/A" scores, otherwise
-  the judge checks the answer against `string_note`).
-- `url_match` ("GOLD in PRED"): some reference's host+path (no trailing slash) is a substring of the
-  final page's host+path, and for every query parameter of the references (pooled over the
-  `" |OR| "` alternatives) the page's URL carries one of the reference values.
-- `program_html`: for each target, load its `url` (`"last"`: the final page as it is; `"func:..."`:
-  a helper computes it), evaluate its `locator` (JavaScript starting with `document.` or
-  `[...document.`, a `func:` helper, or empty for the page's HTML), and check `required_contents`
-  (`exact_match`, or `must_include` where `" |OR| "` separates alternatives).
+`string_match` compares the answer of `stop [answer]` ('' when the episode ended without one) with
+`reference_answers`. *Cleaning* a text strips surrounding whitespace, then one pair of matching
+quotes (`'...'` or `"..."`; a lone `'` or `"` counts as a pair and becomes ''), then lower-cases.
+The answer is cleaned once up front and again in every comparison (so `"'Yes'"` equals `yes`); a
+reference is cleaned once. The approaches run in the config's order and multiply:
+- `exact_match`: the cleaned answer equals the cleaned reference.
+- `must_include` (a list): each phrase occurs in the answer as a substring; when the list holds a
+  single phrase of one character, that character must be a whole word token of the answer instead,
+  with NLTK's `word_tokenize` (see `words`): "0" is in "0 orders" but not in "10 orders" or "1/0".
+- `fuzzy_match` (a list): a judge says whether the answer means each reference. A judge is asked
+  only while the product so far is 1 (a 0 cannot come back). An empty answer scores 0 without a
+  judge (WebArena asks its judge, which cannot find an empty answer equivalent to a reference);
+  with a judge it is asked like any other answer.
+- `fuzzy_match: "N/A"` (an unachievable task): the product is multiplied by [answer == "n/a"];
+  when the product is then not 1 it is *replaced* by the judge's verdict on whether the answer
+  gives the task's reason (`string_note`), so an answer such as "N/A: the shop has no such order"
+  needs a judge; without one it is unscorable, except an empty answer, which scores 0.
+- Other approaches are ignored, as WebArena ignores them.
 
-A check that cannot be decided here (a `fuzzy_match` without a judge, a helper that needs
-WebArena's REST APIs) makes the evaluation unscorable: score 0 and the reason, never a guess.
+`url_match` (`url_note` "GOLD in PRED", the default when absent; any other rule is unscorable):
+the URL of the page the evaluation is on and each reference (`reference_url`, alternatives joined
+by `" |OR| "`) lose their trailing slashes; then some reference's host+path is a substring of the
+page's host+path (scheme, fragment ignored: `.../result?q=x` matches `.../result/?q=x`, but
+`.../result/?q=x` does not match `.../result?q=x`), and for each query parameter of the references
+(pooled over the alternatives) the page's URL carries one of their values (blank values do not count).
+
+`program_html` runs its checks in order on *the page the evaluation is on*: the agent's active tab
+until a check loads a URL, then the page it loaded. For each check: `url` "last" keeps that page as
+it is; a `func:` URL is a helper call (see `helpers`) with `__last_url__` replaced by that page's
+current URL; any other URL is loaded. Then the `locator`: empty takes the page's HTML; JavaScript
+(starting with `document.` or `[...document.`) runs after the `prep_actions` (in order, up to the
+first that fails), its value as Python's `str()` writes it (null and undefined give "None",
+true "True", an array "['a', 'b']"; '' when it throws); `func:` calls a helper with `__page__`,
+the page. HTML entities are unescaped, then `required_contents`: `exact_match` (cleaned equality)
+or `must_include` (each item, alternatives joined by `" |OR| "`, a substring; no tokenising). A
+page that cannot be loaded reads as empty.
+
+Beyond WebArena: a check that cannot be decided here (a `fuzzy_match` without a judge, a judge that
+fails, a helper whose site is not configured, a config WebArena's code would crash on) makes the
+episode unscorable: score 0 and the reason, never a guess, unless an evaluator already scored 0
+(the product is 0 whatever the undecided one says).
 """
 
 from __future__ import annotations
 
 import ast
 import html
-import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlparse
 
+from agentgym_envs.webarena.helpers import HELPERS, PAGE, Helper, Unscorable
 from agentgym_envs.webarena.judge import Judge, JudgeError
+from agentgym_envs.webarena.words import word_tokens
 
-_TOKEN = re.compile(r"\w+(?:[.,']\w+)*|[^\w\s]")
-
-
-class Unscorable(Exception):
-    """The evaluation cannot be decided here; the message says why."""
+__all__ = ["Evaluation", "Helper", "PageProbe", "Unscorable", "evaluate"]
 
 
 class PageProbe(Protocol):
-    """What the evaluators need from the browser."""
+    """What the evaluators need from the browser: the page the evaluation is on (the agent's active
+    tab until `select` loads a URL, then the page it loaded)."""
 
     def current_url(self) -> str:
-        """The URL of the page the agent ended on."""
+        """The URL of the page the evaluation is on."""
         ...
 
-    def select(self, url: str | None, locator: str, prep_actions: list[str]) -> str:
-        """Load `url` (None: the final page as it is) and return what `locator` selects ('' on failure).
-
-        An empty locator selects the page's HTML; otherwise it is a JavaScript expression.
-        """
+    def select(self, url: str | None, locator: str, prep_actions: list[str]) -> Any:
+        """Load `url` first (None: stay on the page as it is), then return the page's HTML for an
+        empty `locator`, else the value of the JavaScript `locator` after the `prep_actions` (run in
+        order up to the first that throws): a JSON-like Python value, None for null, '' when it throws."""
         ...
 
 
@@ -65,9 +88,13 @@ class Evaluation:
 
 # ---- string_match -------------------------------------------------------------------------------
 def clean_answer(answer: str) -> str:
-    """Trim whitespace and one pair of surrounding quotes, lower-case."""
+    """Strip whitespace, then one pair of surrounding quotes, then lower-case (WebArena's cleaning).
+
+    >>> clean_answer(' "Quest Lumaflex Band" '), clean_answer("'"), clean_answer("'a\\"")
+    ('quest lumaflex band', '', '\\'a"')
+    """
     answer = answer.strip()
-    if len(answer) >= 2 and answer[0] == answer[-1] and answer[0] in "'\"":
+    if answer[:1] in ("'", '"') and answer.endswith(answer[0]):
         answer = answer[1:-1]
     return answer.lower()
 
@@ -82,66 +109,73 @@ def exact_match(reference: str, answer: str) -> float:
 
 
 def must_include(reference: str, answer: str, tokenize: bool = False) -> float:
-    """1.0 when the cleaned reference occurs in the cleaned answer (as a token, for one-character
-    references when `tokenize`).
+    """1.0 when the cleaned reference occurs in the cleaned answer; with `tokenize`, a one-character
+    reference must be one of the answer's word tokens.
 
     >>> must_include("0", "10 orders", tokenize=True), must_include("0", "0 orders", tokenize=True)
     (0.0, 1.0)
     """
     ref, pred = clean_answer(reference), clean_answer(answer)
-    if tokenize and len(ref) == 1:
-        return float(ref in _TOKEN.findall(pred))
+    if tokenize and len(ref) == 1 and len(word_tokens(ref)) == 1:
+        return float(ref in word_tokens(pred))
     return float(ref in pred)
 
 
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise Unscorable(f"{what} must be a string, got {type(value).__name__} (WebArena's code would crash)")
+    return value
+
+
 def string_match(config: dict[str, Any], answer: str, judge: Judge | None) -> float:
+    """WebArena's StringEvaluator (see the module docstring)."""
     evaluation = config["eval"]
+    references = evaluation.get("reference_answers")
+    if not isinstance(references, dict):
+        raise Unscorable("string_match needs reference_answers (an object)")
+    intent = str(config.get("intent", ""))
     pred = clean_answer(answer)
     score = 1.0
-    for approach, value in (evaluation.get("reference_answers") or {}).items():
+    for approach, value in references.items():
         if approach == "exact_match":
-            score *= exact_match(str(value), pred)
+            score *= exact_match(_text(value, "reference_answers.exact_match"), pred)
         elif approach == "must_include":
-            values = value if isinstance(value, list) else [value]
-            for phrase in values:
-                score *= must_include(str(phrase), pred, tokenize=len(values) == 1)
+            if not isinstance(value, list):
+                raise Unscorable("reference_answers.must_include must be a list (WebArena's code asserts it)")
+            for phrase in value:
+                score *= must_include(_text(phrase, "a must_include phrase"), pred, tokenize=len(value) == 1)
+        elif approach == "fuzzy_match" and value == "N/A":
+            score *= exact_match("N/A", pred)
+            if score != 1:
+                note = str(evaluation.get("string_note", ""))
+                score = _judged(judge, pred, lambda j, note=note: j.unachievable_match(intent, note, pred))
         elif approach == "fuzzy_match":
-            score *= _fuzzy(config, value, pred, judge)
-        else:
-            raise Unscorable(f"unknown reference_answers kind {approach!r}")
+            if not isinstance(value, list):
+                raise Unscorable("reference_answers.fuzzy_match must be a list or 'N/A' (WebArena's code asserts it)")
+            for reference in value:
+                if score == 0:
+                    break
+                ref = _text(reference, "a fuzzy_match reference")
+                score *= _judged(judge, pred, lambda j, ref=ref: j.fuzzy_match(intent, ref, pred))
     return score
 
 
-def _fuzzy(config: dict[str, Any], value: Any, pred: str, judge: Judge | None) -> float:
-    intent = str(config["intent"])
-    if value == "N/A":
-        if exact_match("N/A", pred):
-            return 1.0
-        if judge is None:
-            raise Unscorable("fuzzy_match of an impossible task needs a judge (the answer is not exactly 'N/A')")
-        return _ask(lambda: judge.unachievable_match(intent, str(config["eval"].get("string_note", "")), pred))
-    score = 1.0
-    for reference in value if isinstance(value, list) else [value]:
-        if not pred:  # WebArena scores an empty answer without asking
-            score *= float(not str(reference))
-        elif judge is None:
-            raise Unscorable("fuzzy_match needs a judge: pass judge=... or set AGENTGYM_JUDGE_BASE_URL")
-        else:
-            score *= _ask(lambda ref=reference: judge.fuzzy_match(intent, str(ref), pred))
-    return score
-
-
-def _ask(question: Callable[[], bool]) -> float:
+def _judged(judge: Judge | None, pred: str, question: Callable[[Judge], bool]) -> float:
+    """The judge's verdict as 0/1; an empty answer scores 0 when there is no judge."""
+    if judge is None:
+        if not pred:
+            return 0.0
+        raise Unscorable("fuzzy_match needs a judge: pass judge=... or set AGENTGYM_JUDGE_BASE_URL")
     try:
-        return float(bool(question()))
+        return float(bool(question(judge)))
     except JudgeError as error:
         raise Unscorable(str(error)) from error
 
 
 # ---- url_match ----------------------------------------------------------------------------------
 def _base_and_query(url: str) -> tuple[str, dict[str, list[str]]]:
-    parsed = urlparse(url.strip().rstrip("/"))
-    return (parsed.netloc + parsed.path).rstrip("/"), parse_qs(parsed.query)
+    parsed = urlparse(url.rstrip("/"))
+    return parsed.netloc + parsed.path, parse_qs(parsed.query)
 
 
 def url_match(config: dict[str, Any], url: str) -> float:
@@ -154,15 +188,13 @@ def url_match(config: dict[str, Any], url: str) -> float:
     0.0
     """
     evaluation = config["eval"]
-    rule = evaluation.get("url_note") or "GOLD in PRED"
+    rule = evaluation.get("url_note", "GOLD in PRED")
     if rule != "GOLD in PRED":
         raise Unscorable(f"unknown url_note matching rule {rule!r} (WebArena knows only 'GOLD in PRED')")
-    references = [ref for ref in str(evaluation.get("reference_url") or "").split(" |OR| ") if ref.strip()]
-    if not references:
-        raise Unscorable("url_match without a reference_url")
+    reference = _text(evaluation.get("reference_url"), "reference_url")
     pred_base, pred_query = _base_and_query(url)
     ref_bases, ref_query = [], {}
-    for ref in references:
+    for ref in reference.split(" |OR| "):
         base, query = _base_and_query(ref)
         ref_bases.append(base)
         for key, values in query.items():
@@ -174,97 +206,65 @@ def url_match(config: dict[str, Any], url: str) -> float:
 
 
 # ---- program_html -------------------------------------------------------------------------------
-#: A `func:` helper: called with the probe and the call's arguments, returns a URL or selected text.
-Helper = Callable[..., str]
-
-
-def _reddit_get_post_url(probe: PageProbe, url: str) -> str:
-    """The post URL (`/f/<forum>/<id>/`) of a Postmill post or comment URL; other URLs unchanged."""
-    parsed = urlparse(url)
-    parts = parsed.path.split("/")
-    if len(parts) < 4 or parts[1] != "f":
-        return url
-    return f"{parsed.scheme}://{parsed.netloc}/f/{parts[2]}/{parts[3]}/"
-
-
-def _gitlab_member_role(probe: PageProbe, page: Any, account: str) -> str:
-    """The role shown for `@account` on a GitLab project's members page (the current page)."""
-    script = (
-        "(() => { const names = [...document.querySelectorAll(\"td[data-label='Account'] "
-        'span.gl-avatar-labeled-sublabel")].map(e => e.outerText);'
-        f" const i = names.indexOf({json.dumps('@' + account)});"
-        " const roles = document.querySelectorAll('td.col-max-role span');"
-        " return i >= 0 && roles[i] ? roles[i].outerText : ''; })()"
-    )
-    return probe.select(None, script, [])
-
-
-def _needs_rest_api(name: str) -> Helper:
-    def helper(probe: PageProbe, *args: Any) -> str:
-        raise Unscorable(f"{name} needs the REST API of WebArena's shopping site, which this env does not call")
-
-    return helper
-
-
-#: The helpers of WebArena's evaluation_harness that `func:` may name.
-HELPERS: dict[str, Helper] = {
-    "reddit_get_post_url": _reddit_get_post_url,
-    "gitlab_get_project_memeber_role": _gitlab_member_role,
-    "shopping_get_latest_order_url": _needs_rest_api("shopping_get_latest_order_url"),
-    "shopping_get_sku_latest_review_author": _needs_rest_api("shopping_get_sku_latest_review_author"),
-    "shopping_get_sku_latest_review_rating": _needs_rest_api("shopping_get_sku_latest_review_rating"),
-}
-
-_PAGE = object()
-
-
-def _call_helper(expression: str, probe: PageProbe, helpers: dict[str, Helper]) -> str:
+def _call_helper(expression: str, probe: PageProbe, helpers: dict[str, Helper]) -> Any:
     """Run `name('arg', __page__, ...)` by looking the name up, never by `eval`."""
     try:
         call = ast.parse(expression.strip(), mode="eval").body
     except SyntaxError as error:
-        raise Unscorable(f"cannot read the helper call {expression!r}") from error
+        raise Unscorable(f"cannot read the helper call {expression[:200]!r}") from error
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.keywords):
-        raise Unscorable(f"not a plain helper call: {expression!r}")
+        raise Unscorable(f"not a plain helper call: {expression[:200]!r}")
     args: list[Any] = []
     for arg in call.args:
         if isinstance(arg, ast.Constant):
             args.append(arg.value)
         elif isinstance(arg, ast.Name) and arg.id in ("__page__", "page"):
-            args.append(_PAGE)
+            args.append(PAGE)
         else:
-            raise Unscorable(f"unsupported argument in helper call {expression!r}")
+            raise Unscorable(f"unsupported argument in helper call {expression[:200]!r}")
     helper = helpers.get(call.func.id)
     if helper is None:
         raise Unscorable(f"unknown evaluation helper {call.func.id!r}")
-    return str(helper(probe, *args))
+    return helper(probe, *args)
 
 
 def program_html(config: dict[str, Any], probe: PageProbe, helpers: dict[str, Helper] | None = None) -> float:
+    """WebArena's HTMLContentEvaluator (see the module docstring)."""
     helpers = {**HELPERS, **(helpers or {})}
+    targets = config["eval"].get("program_html")
+    if not isinstance(targets, list):
+        raise Unscorable("program_html must be a list of checks")
     score = 1.0
-    for target in config["eval"].get("program_html") or []:
-        url: str | None = str(target["url"])
-        if url.startswith("func:"):
-            url = _call_helper(url[5:].replace("__last_url__", probe.current_url()), probe, helpers)
-        if url == "last":
-            url = None
-        locator = str(target.get("locator") or "")
-        if locator.startswith("func:"):
-            if url is not None:
-                probe.select(url, "1", [])
-            selected = _call_helper(locator[5:], probe, helpers)
-        elif not locator.strip() or locator.startswith(("document.", "[...document.")):
-            selected = probe.select(url, locator, list(target.get("prep_actions") or []))
+    for target in targets:
+        url = _text(target.get("url"), "a program_html url")
+        if url.startswith("func"):
+            url = _text(
+                _call_helper(url.split("func:", 1)[-1].replace("__last_url__", probe.current_url()), probe, helpers),
+                "a func: URL helper's result",
+            )
+        load = None if url == "last" else url
+        locator = _text(target.get("locator", ""), "a program_html locator")
+        if not locator.strip():
+            selected = probe.select(load, "", [])
+        elif locator.startswith(("document.", "[...document.")):
+            selected = str(probe.select(load, locator, [str(action) for action in target.get("prep_actions") or []]))
+        elif locator.startswith("func:"):
+            if load is not None:
+                probe.select(load, "true", [])
+            selected = _text(_call_helper(locator.split("func:", 1)[1], probe, helpers), "a func: helper's result")
         else:
             raise Unscorable(f"unknown program_html locator {locator[:80]!r}")
-        selected = html.unescape(selected)
-        required = target.get("required_contents") or {}
+        selected = html.unescape(str(selected))
+        required = target.get("required_contents")
+        if not isinstance(required, dict):
+            raise Unscorable("a program_html check needs required_contents (an object)")
         if "exact_match" in required:
-            score *= exact_match(str(required["exact_match"]), selected)
+            score *= exact_match(_text(required["exact_match"], "required_contents.exact_match"), selected)
         elif "must_include" in required:
+            if not isinstance(required["must_include"], list):
+                raise Unscorable("required_contents.must_include must be a list (WebArena's code asserts it)")
             for content in required["must_include"]:
-                alternatives = str(content).split(" |OR| ")
+                alternatives = _text(content, "a must_include item").split(" |OR| ")
                 score *= float(any(must_include(alt, selected) for alt in alternatives))
         else:
             raise Unscorable(f"unknown required_contents {sorted(required)}")
@@ -278,8 +278,10 @@ def evaluate(
     judge: Judge | None = None,
     helpers: dict[str, Helper] | None = None,
 ) -> Evaluation:
-    """Score an episode: `config` is a resolved task config, `answer` the text of `stop` ('' if none)."""
+    """Score an episode: `config` is a resolved task config, `answer` the text of `stop` ('' if none),
+    `probe` the browser as the agent left it, `helpers` more (or other) `func:` helpers by name."""
     result = Evaluation(score=1.0)
+    reasons = []
     for eval_type in config["eval"]["eval_types"]:
         try:
             if eval_type == "string_match":
@@ -292,10 +294,10 @@ def evaluate(
                 raise Unscorable(f"unknown eval_type {eval_type!r}")
         except Unscorable as reason:
             result.details.append({"eval_type": eval_type, "score": None, "unscorable": str(reason)})
-            result.unscorable = result.unscorable or f"{eval_type}: {reason}"
+            reasons.append(f"{eval_type}: {reason}")
             continue
         result.details.append({"eval_type": eval_type, "score": score})
         result.score *= score
-    if result.unscorable:
-        result.score = 0.0
+    if reasons and result.score != 0:
+        result.score, result.unscorable = 0.0, "; ".join(reasons)
     return result

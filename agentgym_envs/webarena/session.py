@@ -350,12 +350,16 @@ class BrowserSession:
 
     # ---- evaluation -----------------------------------------------------------------------------
     def current_url(self) -> str:
+        """The URL of the page the evaluators are on (the agent's active tab until `select` loads one)."""
+        if self._internal_pages:
+            return next(iter(self._internal_pages)).url
         return self.page.url if self.pages else "about:blank"
 
-    def select(self, url: str | None, locator: str, prep_actions: list[str]) -> str:
-        """`PageProbe.select` for the evaluators: loads `url` in a tab of its own (the agent's tabs stay)."""
+    def select(self, url: str | None, locator: str, prep_actions: list[str]) -> Any:
+        """`PageProbe.select` for the evaluators: `url` loads in a tab of their own (the agent's tabs
+        stay), which is the page they are on from then on; None stays on that page as it is."""
         if url is None:
-            page = self.page
+            page = next(iter(self._internal_pages)) if self._internal_pages else self.page
         else:
             page = self._evaluation_page()
             if not self.policy.allows(url):
@@ -371,13 +375,13 @@ class BrowserSession:
             try:
                 page.evaluate(f"() => {prep}")
             except Exception as error:
-                _log.debug("ignoring a failed prep action: %r", error)
+                _log.debug("a failed prep action ends the prep actions: %r", error)
+                break
         try:
-            value = page.evaluate(f"() => {locator}")
+            return page.evaluate(f"() => {locator}")
         except Exception as error:
             self._check_alive(error)
             return ""
-        return "" if value is None else str(value)
 
     def _evaluation_page(self) -> Any:
         """A tab of the evaluators' own, kept out of the agent's tabs."""

@@ -144,7 +144,7 @@ def test_program_html_helpers_run_by_name_never_by_eval() -> None:
         eval_types=["program_html"],
         program_html=[{"url": "func:shopping_get_latest_order_url()", "locator": "", "required_contents": {}}],
     )
-    assert "REST API" in evaluate(rest, "", probe).unscorable
+    assert "needs the shopping site" in evaluate(rest, "", probe).unscorable
     sneaky = config(
         eval_types=["program_html"],
         program_html=[{"url": "func:__import__('os').system('x')", "locator": "", "required_contents": {}}],

@@ -72,6 +72,11 @@ class EmbeddedSites:
             for site in self.sites
         ]
 
+    def database(self, name: str) -> Any:
+        """The database of the site `name` while the sites run (for the evaluation helpers), else None."""
+        names = [site.name for site in self.sites]
+        return self._databases[names.index(name)] if name in names and self._databases else None
+
     def start(self) -> None:
         """Build the databases and start the server (once)."""
         if self._server is not None:
