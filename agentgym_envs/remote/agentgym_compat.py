@@ -59,7 +59,7 @@ COMPAT_TTL = 3600.0
 #: The seed of every reset on these routes, so that an index always gives the same observation.
 RESET_SEED = 0
 
-_MAX_ID_DIGITS = 30
+_MAX_ID_BITS = 100
 
 
 class AgentGymReply(Exception):
@@ -74,8 +74,8 @@ def _int_field(body: dict[str, Any], name: str, default: int | None = None) -> i
     value = body.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApiError(422, f"malformed request: body.{name} must be an integer, got {value!r:.40}", "ValueError")
-    if len(str(abs(value))) > _MAX_ID_DIGITS:
-        raise ApiError(422, f"malformed request: body.{name} has more than {_MAX_ID_DIGITS} digits", "ValueError")
+    if value.bit_length() > _MAX_ID_BITS:
+        raise ApiError(422, f"malformed request: body.{name} is larger than 2**{_MAX_ID_BITS}", "ValueError")
     return value
 
 
@@ -122,6 +122,10 @@ class Dialect:
             else "never made here, or closed"
         )
         return self.error(f"The id {compat_id} is not valid: {why}.")
+
+    def reset_failed(self, message: str) -> AgentGymReply:
+        """The reply to a reset the env refused (a task it cannot make), as AgentGym's server answers one."""
+        return self.error(message)
 
     def not_reset(self, compat_id: int) -> AgentGymReply:
         return self.error(f"The env {compat_id} has not been reset yet: POST /reset first.")
@@ -342,6 +346,9 @@ class WebArenaDialect(Dialect):
             raise self._failed_reset()
         return {"task_id": str(index)}
 
+    def reset_failed(self, message: str) -> AgentGymReply:
+        return self._failed_reset()
+
     @staticmethod
     def _failed_reset() -> AgentGymReply:
         # What AgentGym's WebArena server answers when a reset fails; its client raises TimeoutError on it.
@@ -415,7 +422,12 @@ class AgentGymRoutes:
 
     async def _reset(self, dialect: Dialect, session: Session, index: int) -> None:
         # Seeded: an index always shows the same text (AgentGym's TextCraft seeds 42 on every reset).
-        await self.manager.call(session, session.do_reset, RESET_SEED, dialect.options(session, index))
+        try:
+            await self.manager.call(session, session.do_reset, RESET_SEED, dialect.options(session, index))
+        except ApiError as error:
+            if error.status != 422:  # a backend failure stays a 500
+                raise
+            raise dialect.reset_failed(error.detail) from error
 
     async def create(self, body: dict[str, Any]) -> Any:
         """A session of the first served id, reset as the dialect's server does at create.

@@ -120,7 +120,11 @@ def test_babyai_client(serve) -> None:
     assert client.get("observation")["done"] is True
     assert client.post("close", {}) is True
     assert "is not valid" in client.post("step", {"action": "turn left"})["error"]
-    assert "must be >= 0" in AgentGymClient(http, "id").post("reset", {"data_idx": -1})["error"]
+    other = AgentGymClient(http, "id")
+    assert "must be >= 0" in other.post("reset", {"data_idx": -1})["error"]
+    assert "unknown task_id" in other.post("reset", {"data_idx": 10**20})["error"]  # a seed past 12 digits
+    too_big = http.post("/reset", json={"id": other.env_id, "data_idx": 10**40})
+    assert too_big.status_code == 422 and "larger than 2**100" in too_big.json()["detail"]
 
 
 # ---- TextCraft: goals by depth, wrapping around; a custom task from /create ----------------------
