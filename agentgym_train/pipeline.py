@@ -28,6 +28,8 @@ from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 __all__ = ["ALGORITHMS", "DEFAULT_CONFIG", "PipelineConfig", "load_configs", "run"]
 
 ALGORITHMS = {"grpo": MultiTurnGRPOTrainer, "ppo": MultiTurnPPOTrainer}
+#: Methods that train without online RL after the SFT stage (`agentgym_train.auxiliary`); `sft` stops after it.
+OFFLINE = ("sft", "rft", "dpo")
 
 
 @dataclass
@@ -37,7 +39,10 @@ class PipelineConfig:
     model: str = field(default="tiny", metadata={"help": "'tiny' builds a tiny model; else a model path or hub id."})
     algorithm: str = field(
         default="grpo",
-        metadata={"help": "'grpo' (MultiTurnGRPOTrainer) or 'ppo' (MultiTurnPPOTrainer: a value model, GAE)."},
+        metadata={
+            "help": "'grpo' (MultiTurnGRPOTrainer), 'ppo' (MultiTurnPPOTrainer: a value model, GAE), 'rft' "
+            "(rejection-sampling rounds), 'dpo' (pairs of the SFT model's episodes) or 'sft' (the SFT stage alone)."
+        },
     )
     tiny_hidden_size: int = field(default=128, metadata={"help": "Tiny model width."})
     tiny_layers: int = field(default=3, metadata={"help": "Tiny model depth."})
@@ -47,6 +52,28 @@ class PipelineConfig:
     sft_steps: int = field(default=60, metadata={"help": "SFT optimizer steps (0: no SFT)."})
     sft_batch_size: int = field(default=16, metadata={"help": "Episodes per SFT step."})
     sft_learning_rate: float = field(default=1e-3, metadata={"help": "SFT learning rate."})
+    sft_data: str | None = field(
+        default=None,
+        metadata={"help": "A JSONL file of `agentgym collect` to fine-tune on (its successful episodes); None: "
+                  "sft_episodes episodes of the scenario's expert."},
+    )  # fmt: skip
+    rft_rounds: int = field(default=3, metadata={"help": "RFT: rounds of sample -> keep -> fine-tune."})
+    rft_tasks: int = field(default=64, metadata={"help": "RFT: training tasks sampled per round."})
+    rft_samples_per_task: int = field(default=8, metadata={"help": "RFT: episodes per task per round (k)."})
+    rft_keep: str = field(default="success", metadata={"help": "RFT: 'success' (all) or 'best' (per task)."})
+    rft_steps: int = field(default=20, metadata={"help": "RFT: optimizer steps per round."})
+    rft_batch_size: int = field(default=16, metadata={"help": "RFT: episodes per step."})
+    rft_learning_rate: float = field(default=5e-4, metadata={"help": "RFT: learning rate."})
+    dpo_tasks: int = field(default=128, metadata={"help": "DPO: training tasks whose episodes are paired."})
+    dpo_samples_per_task: int = field(default=4, metadata={"help": "DPO: episodes per task to pair."})
+    dpo_pairs_per_task: int = field(default=2, metadata={"help": "DPO: most pairs per task."})
+    dpo_heldout_tasks: int = field(default=100, metadata={"help": "DPO: eval-split tasks (after the evaluated ones) "
+                                   "whose pairs measure the chosen-over-rejected log-ratio."})  # fmt: skip
+    dpo_steps: int = field(default=40, metadata={"help": "DPO: optimizer steps."})
+    dpo_batch_size: int = field(default=16, metadata={"help": "DPO: pairs per step."})
+    dpo_learning_rate: float = field(default=1e-4, metadata={"help": "DPO: learning rate."})
+    dpo_beta: float = field(default=0.1, metadata={"help": "DPO: beta (TRL's)."})
+    lora_r: int = field(default=0, metadata={"help": "RFT/DPO: LoRA rank on every linear layer (0: full weights)."})
     max_turn_schedule: list[int] = field(
         default_factory=lambda: [6, 10], metadata={"help": "Horizons of the max-turn schedule, in order."}
     )
@@ -61,8 +88,8 @@ class PipelineConfig:
     torch_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads (None: torch's)."})
 
     def __post_init__(self) -> None:
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {self.algorithm!r}")
+        if self.algorithm not in (*ALGORITHMS, *OFFLINE):
+            raise ValueError(f"algorithm must be one of {sorted((*ALGORITHMS, *OFFLINE))}, got {self.algorithm!r}")
 
 
 def load_configs(path: str | Path, overrides: list[str] | None = None) -> tuple[PipelineConfig, MultiTurnGRPOConfig]:
@@ -214,7 +241,7 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     from agentgym_train.evaluation.evaluate import evaluate_model, evaluate_random, paired_difference
     from agentgym_train.scheduler import MaxTurnScheduler
     from agentgym_train.tiny import TINY_MARKER, TinyModelConfig, build_tiny_model, count_parameters, load_model
-    from agentgym_train.trainers.sft import expert_chats, run_sft
+    from agentgym_train.trainers.sft import collected_chats, expert_chats, run_sft
 
     started = time.perf_counter()
     if pipeline.torch_threads:
@@ -252,10 +279,15 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     # 2. SFT warm start on expert episodes
     if pipeline.sft_steps > 0:
         t0 = time.perf_counter()
-        chats = expert_chats(
-            args.env_id, pipeline.sft_episodes, max_turns=horizon, env_kwargs=env_kwargs, seed=args.seed
-        )
-        print(f"SFT on {len(chats)} expert episodes, {pipeline.sft_steps} steps", flush=True)
+        if pipeline.sft_data:
+            chats = collected_chats(pipeline.sft_data)
+            source = f"collected episodes ({pipeline.sft_data})"
+        else:
+            chats = expert_chats(
+                args.env_id, pipeline.sft_episodes, max_turns=horizon, env_kwargs=env_kwargs, seed=args.seed
+            )
+            source = "expert episodes"
+        print(f"SFT on {len(chats)} {source}, {pipeline.sft_steps} steps", flush=True)
         run_sft(
             model,
             tokenizer,
@@ -309,28 +341,39 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
         print(_row("before RL", before), flush=True)
         stage("eval before", t0)
 
-    # 4. multi-turn RL (GRPO or PPO) with the max-turn scheduler
+    # 4. multi-turn RL (GRPO or PPO) with the max-turn scheduler, or RFT / DPO (`agentgym_train.auxiliary`)
     t0 = time.perf_counter()
-    scheduler = MaxTurnScheduler.stages(pipeline.max_turn_schedule, pipeline.max_turn_every)
-    trainer = ALGORITHMS[pipeline.algorithm](model, args, processing_class=tokenizer, callbacks=[scheduler])
-    if not args.disable_tqdm:
-        trainer.remove_callback(ProgressCallback)
-        trainer.add_callback(PhaseProgress(pipeline.algorithm.upper(), RL_POSTFIX))
-    trainer.train(resume_from_checkpoint=resume_target(args.resume_from_checkpoint, args.output_dir))
-    trainer.engine.close()
-    trained = save_rl_model(trainer, tokenizer, out / "rl-model")
-    if trained is None:
-        # What follows (plot, evaluation, results.json) is the main process's alone and makes no collective
-        # call: the others end here instead of waiting in a barrier that a long evaluation would time out.
-        return results
-    model = trained
-    log_history = trainer.state.log_history
-    _plot(log_history, out / "training.png", pipeline.algorithm)
-    results["log_history"] = log_history
-    stage(pipeline.algorithm, t0)
+    if pipeline.algorithm in OFFLINE:
+        from agentgym_train.auxiliary import STAGES
 
-    # 5. after RL
-    if pipeline.eval_tasks and before is not None and random is not None:
+        if pipeline.algorithm in STAGES:
+            progress = [] if args.disable_tqdm else [PhaseProgress(pipeline.algorithm.upper(), SFT_POSTFIX)]
+            model, figures = STAGES[pipeline.algorithm](pipeline, args, model, tokenizer, out, horizon, progress)
+            results.update(figures)
+            model.save_pretrained(out / f"{pipeline.algorithm}-model")
+            tokenizer.save_pretrained(out / f"{pipeline.algorithm}-model")
+            stage(pipeline.algorithm, t0)
+    else:
+        scheduler = MaxTurnScheduler.stages(pipeline.max_turn_schedule, pipeline.max_turn_every)
+        trainer = ALGORITHMS[pipeline.algorithm](model, args, processing_class=tokenizer, callbacks=[scheduler])
+        if not args.disable_tqdm:
+            trainer.remove_callback(ProgressCallback)
+            trainer.add_callback(PhaseProgress(pipeline.algorithm.upper(), RL_POSTFIX))
+        trainer.train(resume_from_checkpoint=resume_target(args.resume_from_checkpoint, args.output_dir))
+        trainer.engine.close()
+        trained = save_rl_model(trainer, tokenizer, out / "rl-model")
+        if trained is None:
+            # What follows (plot, evaluation, results.json) is the main process's alone and makes no collective
+            # call: the others end here instead of waiting in a barrier that a long evaluation would time out.
+            return results
+        model = trained
+        log_history = trainer.state.log_history
+        _plot(log_history, out / "training.png", pipeline.algorithm)
+        results["log_history"] = log_history
+        stage(pipeline.algorithm, t0)
+
+    # 5. after RL (the SFT stage alone: its evaluation is the one above)
+    if pipeline.eval_tasks and before is not None and random is not None and pipeline.algorithm != "sft":
         t0 = time.perf_counter()
         after = evaluate("eval after RL")
         diff = paired_difference(before, after)
@@ -349,9 +392,12 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
             else "no significant change"
         )
         print(f"after - before: success {diff.mean:+.3f} (95% CI {diff.low:+.3f} .. {diff.high:+.3f}): {verdict}")
+    elif pipeline.eval_tasks and before is not None and random is not None:  # sft: the model after SFT
+        results.update(random=random.to_dict(), before=before.to_dict())
 
     results["wall_time_s"] = round(time.perf_counter() - started, 1)
     results["config"] = {"pipeline": asdict(pipeline), "grpo": {k: str(v) for k, v in args.to_dict().items()}}
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print(f"wrote {out / 'results.json'} and {out / 'training.png'} ({results['wall_time_s']:.0f} s in all)")
+    plot = "" if pipeline.algorithm in OFFLINE else f" and {out / 'training.png'}"
+    print(f"wrote {out / 'results.json'}{plot} ({results['wall_time_s']:.0f} s in all)")
     return results

@@ -53,7 +53,7 @@ def test_train_refuses_an_unknown_config(capsys: pytest.CaptureFixture) -> None:
 
 def test_train_refuses_an_unknown_algorithm(capsys: pytest.CaptureFixture) -> None:
     assert main(["train", "babyai_demo", "--algorithm", "a2c"]) == 2
-    assert "algorithm must be one of ['grpo', 'ppo']" in capsys.readouterr().err
+    assert "algorithm must be one of ['dpo', 'grpo', 'ppo', 'rft', 'sft']" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import pytest
 import torch
 import toy_env
 
+from agentgym_train.collect import read_records
 from agentgym_train.rollout import Episode, Task
 from agentgym_train.tiny import load_model
 from agentgym_train.trainers.rft import RejectionSamplingTrainer, RFTConfig, episode_rows, keep_episodes
@@ -116,3 +117,30 @@ def test_rft_with_lora_trains_only_the_adapter(toy_model: Path, tmp_path: Path) 
     assert changed, "the adapter did not train"
     frozen = {n.replace("base_model.model.", "").replace(".base_layer", ""): p for n, p in named.items()}
     assert all(torch.equal(frozen[name], value) for name, value in base.items())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", ["babyai_rft", "babyai_dpo", "babyai_sft"])
+def test_the_packaged_configs_run_short(config: str, tmp_path: Path) -> None:
+    """`agentgym train babyai_rft|babyai_dpo|babyai_sft` end to end, with everything made tiny."""
+    from agentgym_train.cli import main
+
+    overrides = ["--output_dir", str(tmp_path), "--tiny_hidden_size", "32", "--tiny_layers", "1"]
+    overrides += ["--sft_episodes", "8", "--sft_steps", "2", "--max_turn_schedule", "3", "--eval_tasks", "3"]
+    overrides += ["--eval_episodes_per_task", "1", "--torch_threads", "1", "--disable_tqdm", "true"]
+    overrides += ["--rft_rounds", "1", "--rft_tasks", "3", "--rft_samples_per_task", "2", "--rft_steps", "1"]
+    overrides += ["--dpo_tasks", "3", "--dpo_samples_per_task", "2", "--dpo_heldout_tasks", "2", "--dpo_steps", "1"]
+    assert main(["train", config, *overrides]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["before"]["success"]["n"] == 3
+    if config == "babyai_sft":
+        assert "after" not in results
+        return
+    assert results["after"]["success"]["n"] == 3
+    if config == "babyai_rft":
+        assert [r["episodes"] for r in results["rft_rounds"]] == [6]
+    else:  # a barely trained model rarely succeeds: pairs may be none, the episodes are written all the same
+        assert len(read_records(tmp_path / "dpo-train.jsonl")) == 6
+        assert len(read_records(tmp_path / "dpo-heldout.jsonl")) == 4
+        assert results["dpo_pairs"] >= 0
+    assert (tmp_path / f"{config.split('_')[1]}-model" / "model.safetensors").is_file()
