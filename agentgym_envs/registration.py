@@ -18,6 +18,7 @@ PRIMARY_IDS = [
     "AgentGym/DeepSearch-v0",
     "AgentGym/SciWorld-v0",
     "AgentGym/WebArena-v0",
+    "AgentGym/TextWorld-v0",
 ]
 
 
@@ -44,6 +45,8 @@ def register_all() -> list[str]:
     ids.append("AgentGym/SciWorld-v0")
     _register("AgentGym/WebArena-v0", "agentgym_envs.webarena.env:WebArenaEnv")
     ids.append("AgentGym/WebArena-v0")
+    _register("AgentGym/TextWorld-v0", "agentgym_envs.textworld.env:TextWorldEnv")  # needs the [textworld] extra
+    ids.append("AgentGym/TextWorld-v0")
     if "AgentGym/Remote-v0" not in gym.registry:  # a client of `agentgym serve`; make_vec gives the batched one
         gym.register(
             id="AgentGym/Remote-v0",

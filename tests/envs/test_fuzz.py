@@ -31,6 +31,7 @@ COUNTS = {
     "AgentGym/DeepSearch-v0": 10_000,
     "AgentGym/WebArena-v0": 1_000,
     "AgentGym/SciWorld-v0": 300,
+    "AgentGym/TextWorld-v0": 10_000,
 }
 REMOTE_IDS = ["AgentGym/BabyAI-v0", "AgentGym/TextCraft-v0", "AgentGym/DeepSearch-v0"]
 REMOTE_COUNT = 2_000
