@@ -206,8 +206,9 @@ def url_match(config: dict[str, Any], url: str) -> float:
 
 
 # ---- program_html -------------------------------------------------------------------------------
-def _call_helper(expression: str, probe: PageProbe, helpers: dict[str, Helper]) -> Any:
-    """Run `name('arg', __page__, ...)` by looking the name up, never by `eval`."""
+def _call_helper(expression: str, probe: PageProbe, helpers: dict[str, Helper], last_url: str = "") -> Any:
+    """Run `name('arg', __page__, ...)` by looking the name up, never by `eval`. `__last_url__` in a
+    string argument becomes `last_url` after parsing, so a URL cannot change the call."""
     try:
         call = ast.parse(expression.strip(), mode="eval").body
     except SyntaxError as error:
@@ -217,7 +218,8 @@ def _call_helper(expression: str, probe: PageProbe, helpers: dict[str, Helper]) 
     args: list[Any] = []
     for arg in call.args:
         if isinstance(arg, ast.Constant):
-            args.append(arg.value)
+            value = arg.value
+            args.append(value.replace("__last_url__", last_url) if isinstance(value, str) else value)
         elif isinstance(arg, ast.Name) and arg.id in ("__page__", "page"):
             args.append(PAGE)
         else:
@@ -225,7 +227,10 @@ def _call_helper(expression: str, probe: PageProbe, helpers: dict[str, Helper]) 
     helper = helpers.get(call.func.id)
     if helper is None:
         raise Unscorable(f"unknown evaluation helper {call.func.id!r}")
-    return helper(probe, *args)
+    try:
+        return helper(probe, *args)
+    except TypeError as error:
+        raise Unscorable(f"wrong arguments in the helper call {expression[:200]!r}: {error}") from None
 
 
 def program_html(config: dict[str, Any], probe: PageProbe, helpers: dict[str, Helper] | None = None) -> float:
@@ -238,10 +243,8 @@ def program_html(config: dict[str, Any], probe: PageProbe, helpers: dict[str, He
     for target in targets:
         url = _text(target.get("url"), "a program_html url")
         if url.startswith("func"):
-            url = _text(
-                _call_helper(url.split("func:", 1)[-1].replace("__last_url__", probe.current_url()), probe, helpers),
-                "a func: URL helper's result",
-            )
+            found = _call_helper(url.split("func:", 1)[-1], probe, helpers, last_url=probe.current_url())
+            url = _text(found, "a func: URL helper's result")
         load = None if url == "last" else url
         locator = _text(target.get("locator", ""), "a program_html locator")
         if not locator.strip():
