@@ -186,6 +186,11 @@ class TextEnv(gym.Env[str, str]):
         default_max_turns: The turn limit a multi-turn wrapper uses when none is given.
         action_format: Name of the action parser a wrapper should use (see `agentgym_wrappers`).
         system_prompt: How to act in this scenario, with one worked example.
+        stop_strings: Where the environment's part of a turn begins (e.g. a new line starting
+            `Observation:`); generation ends a reply before the first of them. None: the defaults of
+            `action_format` (`agentgym_wrappers.stops`).
+        default_max_turn_tokens: The most tokens one reply may have when the user sets none (None:
+            the default of `action_format`).
         splits: The split names this scenario has.
         client_kwargs: The constructor kwargs a remote client may choose (name -> checker, see
             `agentgym_envs.clientargs`); an env server refuses every other kwarg from a client.
@@ -196,6 +201,8 @@ class TextEnv(gym.Env[str, str]):
     default_max_turns: ClassVar[int] = 20
     action_format: ClassVar[str] = "action_line"
     system_prompt: ClassVar[str] = ""
+    stop_strings: ClassVar[tuple[str, ...] | None] = None
+    default_max_turn_tokens: ClassVar[int | None] = None
     splits: ClassVar[tuple[str, ...]] = ("train", "test")
     client_kwargs: ClassVar[Mapping[str, ClientKwarg]] = BASE_CLIENT_KWARGS
 

@@ -42,7 +42,7 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--tasks", type=int, default=100, help="first N tasks of the split (0: all)")
     p.add_argument("--episodes-per-task", "-k", type=int, default=1, help="k of Avg@k / Pass@k")
     p.add_argument("--max-turns", type=int, default=None, help="turn limit (default: the env's)")
-    p.add_argument("--max-turn-tokens", type=int, default=64)
+    p.add_argument("--max-turn-tokens", type=int, help="most tokens per reply (default: the scenario's)")
     p.add_argument("--max-completion-length", type=int, default=4096)
     p.add_argument("--temperature", type=float, default=1.0, help="0: greedy")
     p.add_argument(
@@ -51,7 +51,7 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--actions", default=None, help="comma-separated action set of the random policy")
     p.add_argument("--base-url", default=None, help="an OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--api-key", default=None, help="bearer token for --base-url (default: $OPENAI_API_KEY)")
-    p.add_argument("--max-tokens", type=int, default=512, help="most tokens per reply from --base-url")
+    p.add_argument("--max-tokens", type=int, help="most tokens per reply from --base-url (default: the scenario's)")
     p.add_argument("--workers", type=int, default=8, help="episodes played at once against --base-url")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(

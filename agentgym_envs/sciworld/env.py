@@ -91,6 +91,8 @@ class SciWorldEnv(TextEnv):
 
     default_max_turns = 30
     action_format = "action_line"
+    stop_strings = ("\nObservation:",)  # the env's part of a turn begins (agentgym_wrappers.stops)
+    default_max_turn_tokens = 200  # the paper's rollout.max_tokens for SciWorld
     splits = T.SPLITS
     system_prompt = (
         "You are an agent in ScienceWorld, a simulated house with rooms, objects, substances, plants, "

@@ -70,6 +70,8 @@ class TextCraftEnv(TextEnv):
 
     default_max_turns = 30
     action_format = "action_line"
+    stop_strings = ("\nObservation:",)  # the env's part of a turn begins (agentgym_wrappers.stops)
+    default_max_turn_tokens = 256  # a short thought and one craft command
     splits = T.SPLITS
     system_prompt = (
         "You are crafting an item in Minecraft. You start with an empty inventory and are given a list "

@@ -5,6 +5,13 @@ llama.cpp, ...) can play the envs: each turn the whole conversation that `MultiT
 is sent, and the reply text is the agent's move. Text in, text out: this path re-tokenizes on the
 server and is for evaluation only; training uses the token path of `agentgym_train.rollout`.
 Only the standard library is used, so `agentgym eval --base-url` works on the core install.
+
+Each request carries the scenario's stop strings as `stop` (at most four, OpenAI's limit) and its reply
+budget as `max_tokens` (the scenario's `default_max_turn_tokens` unless the user gives one). The reply
+is also cut client-side at the first stop string, for servers that ignore `stop`. How each reply
+ended is kept per turn: `"budget"` (finish_reason `length`), `"stop_string"` (cut here, or the server
+names the stop string that fired: vLLM's `stop_reason`, SGLang's `matched_stop`) or `"eos"` (any other
+stop; OpenAI does not say whether a stop string or the end of the turn ended a reply).
 """
 
 from __future__ import annotations
@@ -15,19 +22,30 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 
 from agentgym_train.evaluation.evaluate import EvalResult, episode_row, split_tasks, summarize_episodes
 from agentgym_wrappers import MultiTurnWrapper
+from agentgym_wrappers.stops import MAX_ENDPOINT_STOPS, find_stop, stop_strings_for, turn_tokens_for
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 
 
 class EndpointError(RuntimeError):
     """The endpoint refused a request, answered something unreadable, or could not be reached."""
+
+
+@dataclass(frozen=True)
+class EndpointReply:
+    """One reply: its text (cut before any stop string) and how it ended (`eos`, `stop_string`, `budget`)."""
+
+    text: str
+    stopped_by: str
 
 
 class ChatEndpoint:
@@ -37,7 +55,9 @@ class ChatEndpoint:
         base_url: The API root, e.g. `http://127.0.0.1:8000/v1` or `https://api.openai.com/v1`.
         model: The `model` field of each request.
         api_key: Sent as a bearer token; default `$OPENAI_API_KEY` (none when unset).
-        temperature, max_tokens: Sampling settings of each request.
+        temperature: Sampling temperature of each request.
+        max_tokens: Most tokens per reply (None: each request's own, by default 512; `evaluate_endpoint`
+            sends the scenario's reply budget).
         timeout: Seconds to wait for one answer.
         retries: Extra attempts on a connection error, 429 or 5xx, with exponential backoff.
 
@@ -53,7 +73,7 @@ class ChatEndpoint:
         model: str,
         api_key: str | None = None,
         temperature: float = 1.0,
-        max_tokens: int = 512,
+        max_tokens: int | None = None,
         timeout: float = 120.0,
         retries: int = 3,
         backoff: float = 0.5,
@@ -68,12 +88,27 @@ class ChatEndpoint:
         self.backoff = backoff
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
-        body = {
+        return self.complete(messages).text
+
+    def complete(
+        self, messages: list[dict[str, str]], stop: Sequence[str] = (), max_tokens: int | None = None
+    ) -> EndpointReply:
+        """The reply to `messages`, stopped at `stop` (sent as `stop` and applied here too).
+
+        Args:
+            messages: The chat so far.
+            stop: Stop strings; the first `MAX_ENDPOINT_STOPS` are sent, all are applied to the reply.
+            max_tokens: Most tokens of this reply when the endpoint has no `max_tokens` of its own
+                (None: 512).
+        """
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
+            "max_tokens": self.max_tokens or max_tokens or 512,
         }
+        if stop:
+            body["stop"] = list(stop[:MAX_ENDPOINT_STOPS])
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -83,7 +118,7 @@ class ChatEndpoint:
             request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    return self._reply(response.read())
+                    return self._reply(response.read(), stop)
             except urllib.error.HTTPError as error:
                 detail = error.read().decode(errors="replace")[:500]
                 if error.code not in RETRY_STATUSES or last:
@@ -94,11 +129,21 @@ class ChatEndpoint:
             time.sleep(self.backoff * 2**attempt)
         raise AssertionError("the loop returns or raises")
 
-    def _reply(self, raw: bytes) -> str:
+    def _reply(self, raw: bytes, stop: Sequence[str]) -> EndpointReply:
         try:
-            return json.loads(raw)["choices"][0]["message"]["content"] or ""
-        except (ValueError, KeyError, IndexError, TypeError):
+            choice = json.loads(raw)["choices"][0]
+            text = choice["message"]["content"] or ""
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise EndpointError(f"{self.url} answered without choices[0].message.content: {raw[:300]!r}") from None
+        if not isinstance(text, str):
+            raise EndpointError(f"{self.url} answered a non-text choices[0].message.content: {raw[:300]!r}")
+        at = find_stop(text, stop)
+        if at is not None:  # the server ignored `stop`, or this stop string was not sent
+            return EndpointReply(text[:at], "stop_string")
+        named = choice.get("stop_reason", choice.get("matched_stop"))  # vLLM, SGLang
+        if isinstance(named, str) and named in stop:
+            return EndpointReply(text, "stop_string")
+        return EndpointReply(text, "budget" if choice.get("finish_reason") == "length" else "eos")
 
 
 def evaluate_endpoint(
@@ -119,7 +164,7 @@ def evaluate_endpoint(
     Episodes run concurrently on `workers` threads (the endpoint is the bottleneck), each thread with
     its own env; rows come back in task order.
     """
-    jobs = [(t, seed + k) for t in split_tasks(env_id, split, num_tasks, env_kwargs) for k in range(episodes_per_task)]
+    jobs = [(t, k) for t in split_tasks(env_id, split, num_tasks, env_kwargs) for k in range(episodes_per_task)]
     local = threading.local()
     envs: list[MultiTurnWrapper] = []
     lock = threading.Lock()
@@ -129,13 +174,25 @@ def evaluate_endpoint(
             local.env = MultiTurnWrapper(gym.make(env_id, **(env_kwargs or {})), max_turns=max_turns)
             with lock:
                 envs.append(local.env)
-        env, (task_id, episode_seed) = local.env, job
-        env.reset(seed=episode_seed, options={"split": split, "task_id": task_id})
+        env, (task_id, sample) = local.env, job
+        stops, budget = stop_strings_for(env), turn_tokens_for(env)
+        env.reset(seed=seed + sample, options={"split": split, "task_id": task_id})
+        stopped_by = []
         while True:
-            _, _, terminated, truncated, info = env.step(endpoint(env.messages))
+            reply = endpoint.complete(env.messages, stop=stops, max_tokens=budget)
+            stopped_by.append(reply.stopped_by)
+            _, _, terminated, truncated, info = env.step(reply.text)
             if terminated or truncated:
                 bar.update(1)
-                return episode_row(task_id, info)
+                flags = [{"stopped_by": s} for s in stopped_by]
+                row = episode_row(
+                    task_id, info, messages=env.messages, sample=sample, max_turns=env.max_turns, turn_flags=flags
+                )
+                return {
+                    **row,
+                    "stop_string_hits": stopped_by.count("stop_string"),
+                    "replies_cut": stopped_by.count("budget"),
+                }
 
     try:
         with (
@@ -146,7 +203,10 @@ def evaluate_endpoint(
     finally:
         for env in envs:
             env.close()
-    return summarize_episodes(rows)
+    result = summarize_episodes(rows)
+    limit = envs[0].max_turns if envs else max_turns
+    result.meta = {"policy": endpoint.model, "env_id": env_id, "split": split, "max_turns": limit}
+    return result
 
 
 class _NoBar:

@@ -208,7 +208,7 @@ def evaluate_model(
     episodes_per_task: int = 1,
     max_turns: int | None = None,
     max_completion_length: int = 1024,
-    max_turn_tokens: int = 32,
+    max_turn_tokens: int | None = None,  # None: the scenario's reply budget (default_max_turn_tokens)
     temperature: float = 1.0,
     env_kwargs: dict[str, Any] | None = None,
     batch_size: int = 64,

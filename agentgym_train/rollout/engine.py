@@ -15,6 +15,12 @@ is rendered, and end tokens other than the template's end-of-turn token: `agentg
 `max_completion_length` budget covers every turn: when the next observation plus a full reply
 (`max_turn_tokens`) would not fit, the episode ends at that turn boundary (`budget_truncated`).
 
+How each reply ended is recorded per turn (`Episode.stopped_by`): `"eos"` (one of the model's end
+tokens), `"stop_string"` (the scenario's stop strings, e.g. a new line starting `Observation:`: the
+reply is cut there token-exactly and closed with the end-of-turn token, see
+`agentgym_train.rollout.stops`) or `"budget"` (no end token and no stop string: the reply budget
+`max_turn_tokens`, by default each scenario's `default_max_turn_tokens`, cut it).
+
 Faults: each env call runs on a daemon thread with a timeout (`env_timeout`); an env that raises or
 hangs ends its episode (`env_error`, return 0), is dropped and replaced, and the rollout goes on.
 
@@ -25,6 +31,7 @@ none is left here, so every process makes the same forward passes (`agentgym_tra
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -34,12 +41,16 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentgym_train.rollout.stops import StopStrings
 from agentgym_train.rollout.templates import ChatRenderer
 from agentgym_wrappers import MultiTurnWrapper
+from agentgym_wrappers.stops import stop_strings_for, turn_tokens_for
 
 logger = logging.getLogger(__name__)
 
-#: (contexts, max_new_tokens) -> per context: (new token ids, their sampler logprobs)
+#: (contexts, max_new_tokens) -> per context: (new token ids, their sampler logprobs). A GenerateFn that
+#: takes a `stop` keyword gets, per context, the `StopStrings` its reply should stop at; the engine
+#: cuts every reply at its stop strings either way (a backend that ignores them only samples longer).
 GenerateFn = Callable[[list[list[int]], int], list[tuple[list[int], list[float]]]]
 
 
@@ -78,10 +89,23 @@ class Episode:
     category: str | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     env_error: str | None = None  # why the env failed (an exception or a timeout); the episode ended there
+    stopped_by: list[str] = field(default_factory=list)  # per reply: "eos", "stop_string" or "budget"
+    max_turn_tokens: int = 0  # this episode's reply budget
+    stop_strings: tuple[str, ...] = ()  # this episode's stop strings
 
     @property
     def done(self) -> bool:
         return self.terminated or self.truncated or self.budget_truncated or self.env_error is not None
+
+    @property
+    def stop_string_hits(self) -> int:
+        """Replies that a stop string ended."""
+        return self.stopped_by.count("stop_string")
+
+    @property
+    def replies_cut(self) -> int:
+        """Replies that the reply budget cut (no end token, no stop string)."""
+        return self.stopped_by.count("budget")
 
 
 def hf_generate_fn(
@@ -99,14 +123,33 @@ def hf_generate_fn(
 
     Logprobs are taken from the raw logits divided by the temperature (the distribution that TRL's
     loss recomputes), for the token actually sampled. `synced_gpus`: every process steps until all
-    have finished (sharded weights, see `agentgym_train.rollout.lockstep`).
+    have finished (sharded weights, see `agentgym_train.rollout.lockstep`). `stop`: per context, the
+    `StopStrings` at which its reply stops (a stopping criterion; the reply ends on the token that
+    completed the stop string, and the engine cuts it token-exactly).
     """
     import torch
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
     eos = torch.tensor(list(eos_token_ids))
 
-    def generate(contexts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
+    class _Stops(StoppingCriteria):
+        """Each row's own stop strings; remembers how many new tokens a row had when it stopped."""
+
+        def __init__(self, stops: Sequence[StopStrings | None], width: int):
+            self.stops, self.width = stops, width
+            self.ends: dict[int, int] = {}
+
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            done = torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)
+            for row, stop in enumerate(self.stops):
+                if stop and row not in self.ends and stop.completed(input_ids[row, self.width :].tolist()):
+                    self.ends[row] = input_ids.size(1) - self.width
+                done[row] = row in self.ends
+            return done
+
+    def generate(
+        contexts: list[list[int]], max_new_tokens: int, stop: Sequence[StopStrings | None] | None = None
+    ) -> list[tuple[list[int], list[float]]]:
         config = GenerationConfig(
             **{
                 **(generation_kwargs or {}),
@@ -133,11 +176,13 @@ def hf_generate_fn(
             for row, ids in enumerate(chunk):
                 input_ids[row, width - len(ids) :] = torch.tensor(ids)
                 attention_mask[row, width - len(ids) :] = 1
+            stops = _Stops(list(stop[start : start + step]) if stop else [], width)
             with torch.no_grad():
                 out = model.generate(
                     input_ids=input_ids.to(device),
                     attention_mask=attention_mask.to(device),
                     generation_config=config,
+                    stopping_criteria=StoppingCriteriaList([stops]) if any(stops.stops) else None,
                     synced_gpus=synced_gpus,
                 )
             sampled = out.sequences[:, width:]
@@ -156,6 +201,7 @@ def hf_generate_fn(
             for row in range(len(chunk)):
                 hits = is_eos[row].nonzero()
                 end = int(hits[0]) + 1 if len(hits) else new.size(1)
+                end = min(end, stops.ends.get(row, end))  # after a stop, generate pads (which may be EOS)
                 results.append((new[row, :end].tolist(), logps[row, :end].tolist()))
         return results
 
@@ -234,7 +280,10 @@ class RolloutEngine:
         max_turns: Turn limit per episode (None: each env's default). A plain attribute: the
             max-turn scheduler changes it between rollouts.
         max_completion_length: Token budget for everything after the prompt, all turns together.
-        max_turn_tokens: Most tokens one reply may have.
+        max_turn_tokens: Most tokens one reply may have (None: each scenario's `default_max_turn_tokens`,
+            at most `max_completion_length`).
+        stop_strings: Where replies stop (None: each scenario's `stop_strings`; empty: only end tokens
+            and the budget end replies).
         env_kwargs: Keyword arguments for `gym.make` (e.g. `{"show_actions": False}` for BabyAI).
         system_prompt: Overrides the scenario's system prompt.
         num_env_workers: Env calls that run at once (each on a thread of its own).
@@ -251,7 +300,8 @@ class RolloutEngine:
         *,
         max_turns: int | None = None,
         max_completion_length: int = 1024,
-        max_turn_tokens: int = 32,
+        max_turn_tokens: int | None = None,
+        stop_strings: Sequence[str] | None = None,
         env_kwargs: dict[str, Any] | None = None,
         system_prompt: str | None = None,
         num_env_workers: int = 8,
@@ -259,9 +309,12 @@ class RolloutEngine:
         chat_template_kwargs: dict[str, Any] | None = None,
         env_timeout: float | None = 300.0,
     ):
-        if max_turn_tokens < 1 or max_completion_length < max_turn_tokens:
+        if max_completion_length < 1 or (
+            max_turn_tokens is not None and not 1 <= max_turn_tokens <= max_completion_length
+        ):
             raise ValueError(
-                f"need 1 <= max_turn_tokens ({max_turn_tokens}) <= max_completion_length ({max_completion_length})"
+                f"need 1 <= max_turn_tokens ({max_turn_tokens}; None: the scenario's) <= max_completion_length "
+                f"({max_completion_length})"
             )
         if env_timeout is not None and env_timeout <= 0:
             raise ValueError(f"env_timeout must be None (no limit) or > 0 seconds, got {env_timeout}")
@@ -270,6 +323,8 @@ class RolloutEngine:
         self.max_turns = max_turns
         self.max_completion_length = max_completion_length
         self.max_turn_tokens = max_turn_tokens
+        self.stop_strings = None if stop_strings is None else tuple(stop_strings)
+        self._stops: dict[tuple[str, ...], StopStrings] = {}
         self.env_kwargs = dict(env_kwargs or {})
         self.system_prompt = system_prompt
         self.eos_token_ids = self.renderer.end_token_ids(eos_token_ids)
@@ -352,15 +407,22 @@ class RolloutEngine:
         # Sharded weights (`agentgym_train.rollout.lockstep`): while any process has a live episode, every process
         # calls `generate`, with no contexts once its own episodes have all ended.
         sync_live = getattr(generate, "sync_live", None)
+        takes_stop = _takes_stop(generate)
+        # one limit per call for every episode of the run (and so on every process of a sharded run):
+        # replies over their own episode's budget are cut to it below
+        limit = max([e.max_turn_tokens for e in episodes] + [self.max_turn_tokens or 1])
         while sync_live(bool(live)) if sync_live is not None else live:
             contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in live]
             started = time.perf_counter()
-            outputs = generate(contexts, self.max_turn_tokens)
+            if takes_stop:
+                outputs = generate(contexts, limit, stop=[self._stop_strings(episodes[i].stop_strings) for i in live])
+            else:
+                outputs = generate(contexts, limit)
             self.timing["generation"] += time.perf_counter() - started
             replies = []
             for i, (ids, logps) in zip(live, outputs, strict=True):
                 episode = episodes[i]
-                end = ids[-1] if ids and ids[-1] in self.eos_token_ids else None
+                ids, logps, end = self._end_reply(episode, ids, logps)
                 episode.completion_ids += ids
                 episode.logprobs += logps
                 episode.env_mask += [1] * len(ids)
@@ -393,7 +455,7 @@ class RolloutEngine:
                     closed = end == self.renderer.end_of_turn_id
                     history = slot.env.messages[:-1]
                     chunk = self.renderer.observation_ids(observation, closed=closed, history=history)
-                    used = len(episode.completion_ids) + len(chunk) + self.max_turn_tokens
+                    used = len(episode.completion_ids) + len(chunk) + episode.max_turn_tokens
                     if used > self.max_completion_length:
                         episode.budget_truncated = True
                     else:
@@ -404,12 +466,41 @@ class RolloutEngine:
                         episode.env_mask += [0] * len(chunk)
                         still_live.append(i)
                         continue
+                if episode.stopped_by[-1] == "stop_string" and len(episode.completion_ids) < self.max_completion_length:
+                    # the last reply ended at a stop string: closed as usual, by a token the model did not sample
+                    episode.completion_ids.append(self.renderer.end_of_turn_id)
+                    episode.logprobs.append(0.0)
+                    episode.env_mask.append(0)
                 episode.messages = list(slot.env.messages)
-                episode.stats = dict(info.get("episode") or self._stats(episode))
+                episode.stats = {**(info.get("episode") or self._stats(episode)), **_stop_stats(episode)}
                 if progress is not None:
                     progress(1)
             live = still_live
         return episodes
+
+    def _stop_strings(self, strings: tuple[str, ...]) -> StopStrings:
+        if strings not in self._stops:
+            self._stops[strings] = StopStrings(self.tokenizer, strings)
+        return self._stops[strings]
+
+    def _end_reply(
+        self, episode: Episode, ids: list[int], logps: list[float]
+    ) -> tuple[list[int], list[float], int | None]:
+        """A sampled reply cut to the episode's budget and stop strings; records how it ended.
+
+        Returns the ids and logprobs to keep and the end token they end on (None: they end on no end
+        token, so the next turn starts with the end-of-turn token).
+        """
+        ids, logps = list(ids[: episode.max_turn_tokens]), list(logps[: episode.max_turn_tokens])
+        end = ids[-1] if ids and ids[-1] in self.eos_token_ids else None
+        # a backend that does not apply stop strings samples past them: cut there too
+        keep = self._stop_strings(episode.stop_strings).cut(ids[:-1] if end is not None else ids)
+        if keep is not None:
+            ids, logps, end = ids[:keep], logps[:keep], None
+            episode.stopped_by.append("stop_string")
+        else:
+            episode.stopped_by.append("eos" if end is not None else "budget")
+        return ids, logps, end
 
     def _reset(self, slot: _Slot, task: Task) -> Episode:
         if slot.env is None:
@@ -422,7 +513,15 @@ class RolloutEngine:
         env = slot.env
         env.max_turns = self.max_turns if self.max_turns is not None else env.unwrapped.default_max_turns
         _, info = env.reset(seed=task.seed, options=task.options())
-        return Episode(task=task, prompt_ids=self.renderer.prompt_ids(env.messages), category=info.get("category"))
+        budget = self.max_turn_tokens or min(turn_tokens_for(env), self.max_completion_length)
+        stops = self.stop_strings if self.stop_strings is not None else stop_strings_for(env)
+        return Episode(
+            task=task,
+            prompt_ids=self.renderer.prompt_ids(env.messages),
+            category=info.get("category"),
+            max_turn_tokens=budget,
+            stop_strings=stops,
+        )
 
     def _failed_reset(self, task: Task) -> Episode:
         """The stand-in episode of a task whose env could not be made or reset: a placeholder prompt and
@@ -443,6 +542,7 @@ class RolloutEngine:
         episode.messages = list(env.messages) if env is not None else []
         episode.stats = {
             **self._stats(episode),
+            **_stop_stats(episode),
             "truncated": False,
             "budget_truncated": False,
             "env_error": episode.env_error,
@@ -464,6 +564,19 @@ class RolloutEngine:
         }
 
 
+def _stop_stats(episode: Episode) -> dict[str, int]:
+    return {"stop_string_hits": episode.stop_string_hits, "replies_cut": episode.replies_cut}
+
+
+def _takes_stop(generate: Any) -> bool:
+    """Whether `generate` accepts the `stop` keyword (per context `StopStrings`)."""
+    try:
+        parameters = inspect.signature(generate).parameters.values()
+    except (TypeError, ValueError):  # a callable without a readable signature
+        return False
+    return any(p.name == "stop" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
 def _close_quietly(env: Any) -> None:
     try:
         env.close()
@@ -472,9 +585,11 @@ def _close_quietly(env: Any) -> None:
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Mean return, success rate, mean turns, truncation, invalid-reply and env-error rates of a batch."""
+    """Mean return, success rate, mean turns, truncation, invalid-reply and env-error rates of a batch, and
+    how often replies ended at a stop string or were cut by the reply budget (per reply)."""
     n = max(1, len(episodes))
     turns = sum(e.turns for e in episodes)
+    replies = sum(len(e.stopped_by) for e in episodes)
     return {
         "return": sum(e.episode_return for e in episodes) / n,
         "success": sum(e.success for e in episodes) / n,
@@ -482,6 +597,8 @@ def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
         "truncated": sum(e.truncated or e.budget_truncated for e in episodes) / n,
         "budget_truncated": sum(e.budget_truncated for e in episodes) / n,
         "invalid_reply_rate": sum(e.invalid_replies for e in episodes) / max(1, turns),
+        "stop_string_rate": sum(e.stop_string_hits for e in episodes) / max(1, replies),
+        "reply_cut_rate": sum(e.replies_cut for e in episodes) / max(1, replies),
         "env_error_rate": sum(e.env_error is not None for e in episodes) / n,
         "model_tokens": sum(sum(e.env_mask) for e in episodes) / n,
         "completion_tokens": sum(len(e.completion_ids) for e in episodes) / n,

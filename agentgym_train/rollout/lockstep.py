@@ -25,11 +25,13 @@ local and no lockstep is used.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from agentgym_train.rollout.engine import GenerateFn
+from agentgym_train.rollout.stops import StopStrings
 
 
 def needs_lockstep(accelerator: Any, ds3_gather_for_generation: bool = True) -> bool:
@@ -72,10 +74,15 @@ class LockstepGenerator:
         """True while some process still has a live episode (or reply): a collective call."""
         return any_process(self.accelerator, any_local)
 
-    def __call__(self, contexts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
+    def __call__(
+        self, contexts: list[list[int]], max_new_tokens: int, stop: Sequence[StopStrings | None] | None = None
+    ) -> list[tuple[list[int], list[float]]]:
+        # every process decodes to the same limit (scenarios' reply budgets may differ between processes)
+        limit = torch.tensor([max_new_tokens], device=self.accelerator.device)
+        max_new_tokens = int(self.accelerator.gather(limit).max().item())
         if self.cached:
             if contexts:
-                return self.generate(contexts, max_new_tokens)
+                return self.generate(contexts, max_new_tokens, stop=stop)
             self._dummy_cached(max_new_tokens)
             return []
         step = self.chunk_size or max(1, len(contexts))
@@ -84,7 +91,8 @@ class LockstepGenerator:
         k = 0
         while self.sync_live(k < len(chunks)):
             if k < len(chunks):
-                results += self.generate(chunks[k], max_new_tokens)
+                chunk_stop = stop[k * step : (k + 1) * step] if stop else None
+                results += self.generate(chunks[k], max_new_tokens, stop=chunk_stop)
             else:  # one token of its own; synced_gpus keeps it stepping until every process's replies end
                 self.generate([[self.pad_token_id]], 1)
             k += 1

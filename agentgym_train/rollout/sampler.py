@@ -16,8 +16,14 @@ into the cached keys, so moving columns changes nothing the model computes.
 Sampling runs on the model's device: per decode step only the batch's sampled ids and their
 logprobs move to the host, never a vocabulary-wide row.
 
+Stop strings (`stop`, per context): a reply stops once its newest tokens hold one of its stop
+strings. The engine then keeps only the ids before the stop (`agentgym_train.rollout.stops`), so the
+next context extends only part of what was fed: the cache rolls that row back to the common prefix
+(the dropped columns become holes), and only the rest is fed.
+
 Use it as the engine's `GenerateFn` for one `RolloutEngine.run` (or a sequence of runs): a call
-whose contexts do not all extend the previous call's sequences starts over with a fresh cache.
+whose contexts do not all share a prefix with the previous call's sequences starts over with a fresh
+cache.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+
+from agentgym_train.rollout.stops import StopStrings
 
 
 class CachedSampler:
@@ -66,38 +74,61 @@ class CachedSampler:
         self.fed: list[list[int]] = []  # per row, the real tokens in the cache, in order
 
     # ---- the GenerateFn interface -------------------------------------------------------------------
-    def __call__(self, contexts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
-        rows = self._match(contexts)
+    def __call__(
+        self, contexts: list[list[int]], max_new_tokens: int, stop: Sequence[StopStrings | None] | None = None
+    ) -> list[tuple[list[int], list[float]]]:
+        matched = self._match(contexts)
         device = next(self.model.parameters()).device
-        if rows is None:
+        if matched is None:
             self._reset()
             self.fed = [[] for _ in contexts]
             pending = [list(c) for c in contexts]
         else:
+            rows, keep = matched
             self.cache.batch_select_indices(torch.tensor(rows, device=device))
             self.mask = self.mask[rows]
             self.fed = [self.fed[r] for r in rows]
+            self._roll_back(keep)
             self._compact()
             pending = [list(c[len(self.fed[i]) :]) for i, c in enumerate(contexts)]
         with torch.no_grad():
             logits = self._feed(pending, device)
-            return self._decode(logits, max_new_tokens, device)
+            return self._decode(logits, max_new_tokens, device, list(stop) if stop else [None] * len(contexts))
 
-    def _match(self, contexts: list[list[int]]) -> list[int] | None:
-        """Cache rows that each context extends, in order; None when some context extends none."""
+    def _match(self, contexts: list[list[int]]) -> tuple[list[int], list[int]] | None:
+        """Per context, in order, a cache row and how many of its fed tokens the context shares (at least
+        one token of each context is left to feed); None when some context shares no prefix with any row.
+
+        A row that the context extends is taken at once; otherwise (the engine cut the row's last reply
+        at a stop string or the budget) the remaining row with the longest common prefix.
+        """
         if self.cache is None:
             return None
-        rows, start = [], 0
+        rows, keep, start = [], [], 0
         for context in contexts:
+            best, shared = -1, 0
             for r in range(start, len(self.fed)):
                 fed = self.fed[r]
                 if len(context) > len(fed) and context[: len(fed)] == fed:
-                    rows.append(r)
-                    start = r + 1
+                    best, shared = r, len(fed)
                     break
-            else:
+                common = min(_common_prefix(context, fed), len(context) - 1)
+                if common > shared:
+                    best, shared = r, common
+            if best < 0:
                 return None
-        return rows
+            rows.append(best)
+            keep.append(shared)
+            start = best + 1
+        return rows, keep
+
+    def _roll_back(self, keep: list[int]) -> None:
+        """Keep each row's first `keep[row]` fed tokens: the cache columns of the others become holes."""
+        for row, n in enumerate(keep):
+            if n < len(self.fed[row]):
+                columns = self.mask[row].nonzero()[:, 0]  # the row's real columns, in the order fed
+                self.mask[row, columns[n:]] = 0
+                self.fed[row] = self.fed[row][:n]
 
     def _compact(self, max_hole_share: float = 0.25) -> None:
         """Repack each row's real cache columns to the right when holes exceed `max_hole_share`."""
@@ -168,7 +199,7 @@ class CachedSampler:
         return token, logps.gather(-1, token[:, None])[:, 0]
 
     def _decode(
-        self, logits: torch.Tensor, max_new_tokens: int, device: torch.device
+        self, logits: torch.Tensor, max_new_tokens: int, device: torch.device, stops: list[StopStrings | None]
     ) -> list[tuple[list[int], list[float]]]:
         n = logits.size(0)
         tokens: list[list[int]] = [[] for _ in range(n)]
@@ -183,6 +214,8 @@ class CachedSampler:
             for row in rows:
                 tokens[row].append(token_host[row])
                 logprobs[row].append(logp_host[row])
+                if stops[row] and stops[row].completed(tokens[row]):
+                    ended[row] = True
             live &= ~ended
             local = bool(live.any())
             if step == max_new_tokens - 1 or not (self.any_live(local) if self.any_live else local):
@@ -193,3 +226,15 @@ class CachedSampler:
                 self.fed[row].append(token_host[row])
             logits = self._forward(feed, live.long()[:, None], device)
         return list(zip(tokens, logprobs, strict=True))
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of `a` and `b` (binary search over slice comparisons)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low

@@ -13,6 +13,11 @@ with tensor parallelism gathers those of its group: both are collective calls, s
 call `generate` the same number of times. `sync_live` tells the rollout engine whether any process
 still has a live episode; a process whose episodes have all ended keeps calling with no contexts
 until none is live anywhere.
+
+Stop strings: the scenarios' stop strings go to vLLM as `SamplingParams.stop` (one set per call: the
+union over the contexts so far). vLLM ends a reply on the token that completes a stop string and
+keeps that token in `token_ids` (it trims only the text); the rollout engine cuts the ids at the stop
+itself (`agentgym_train.rollout.stops`), as for every backend.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentgym_train.rollout.lockstep import any_process
+from agentgym_train.rollout.stops import StopStrings
 
 
 class VLLMTurnGenerator:
@@ -38,6 +44,8 @@ class VLLMTurnGenerator:
         self.vllm = vllm_generation
         self.eos_token_ids = [int(t) for t in eos_token_ids]
         self.accelerator = accelerator
+        #: Every stop string asked for so far (sent as vLLM's `stop`).
+        self.stop_strings: set[str] = set()
 
     @property
     def collective(self) -> bool:
@@ -47,12 +55,20 @@ class VLLMTurnGenerator:
         """True while some process still has a live episode (a collective call on every process)."""
         return any_process(self.accelerator, any_local) if self.collective else any_local
 
-    def __call__(self, contexts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
+    def __call__(
+        self, contexts: list[list[int]], max_new_tokens: int, stop: Sequence[StopStrings | None] | None = None
+    ) -> list[tuple[list[int], list[float]]]:
         vllm = self.vllm
         saved = vllm.max_completion_length, vllm.generation_kwargs
-        stop = sorted({*self.eos_token_ids, *((saved[1] or {}).get("stop_token_ids") or [])})
+        user = dict(saved[1] or {})
+        stop_ids = sorted({*self.eos_token_ids, *(user.get("stop_token_ids") or [])})
+        # kept across calls: in server mode the main process's parameters serve every process's prompts,
+        # also on a turn where the main process has no live episode of its own
+        self.stop_strings.update(s for x in stop or [] if x for s in x.strings)
+        given = user.get("stop") or []
+        strings = sorted({*([given] if isinstance(given, str) else given), *self.stop_strings})
         vllm.max_completion_length = max_new_tokens
-        vllm.generation_kwargs = {**(saved[1] or {}), "stop_token_ids": stop}
+        vllm.generation_kwargs = {**user, "stop_token_ids": stop_ids, **({"stop": strings} if strings else {})}
         try:
             _, completion_ids, logprobs, token_ids = vllm.generate([list(c) for c in contexts], None, num_generations=1)
         finally:

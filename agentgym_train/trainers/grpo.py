@@ -45,7 +45,9 @@ class MultiTurnGRPOConfig(GRPOConfig):
     max_turns: int | None = field(
         default=None, metadata={"help": "Turn limit (None: the env's default; a MaxTurnScheduler overrides it)."}
     )
-    max_turn_tokens: int = field(default=32, metadata={"help": "Most tokens in one reply."})
+    max_turn_tokens: int | None = field(
+        default=None, metadata={"help": "Most tokens in one reply (None: the scenario's default_max_turn_tokens)."}
+    )
     system_prompt: str | None = field(default=None, metadata={"help": "Overrides the scenario's system prompt."})
     num_env_workers: int = field(default=8, metadata={"help": "Threads stepping envs concurrently."})
     env_timeout: float | None = field(

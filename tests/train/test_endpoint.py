@@ -14,7 +14,7 @@ import pytest
 from train_helpers import BABYAI, ENV_KWARGS
 
 from agentgym_train.cli import main
-from agentgym_train.evaluation.endpoint import ChatEndpoint, EndpointError, evaluate_endpoint
+from agentgym_train.evaluation.endpoint import ChatEndpoint, EndpointError, EndpointReply, evaluate_endpoint
 from agentgym_train.evaluation.evaluate import evaluate_random
 
 
@@ -141,3 +141,35 @@ def test_the_endpoint_path_needs_no_torch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_requests_carry_the_scenarios_stop_strings_and_budget_and_replies_are_cut(server: ChatServer) -> None:
+    """A server that ignores `stop` (this one): the reply is cut here, at the scenario's stop string."""
+    server.reply = "I turn.\nAction: turn left\nObservation: You turned left.\nAction: move forward"
+    endpoint = ChatEndpoint(server.url, "tiny-chat")  # no max_tokens: the scenario's reply budget
+    result = evaluate_endpoint(
+        endpoint, BABYAI, num_tasks=2, max_turns=2, env_kwargs=ENV_KWARGS, workers=1, progress=False
+    )
+    assert server.requests and all(r["stop"] == ["\nObservation:"] and r["max_tokens"] == 256 for r in server.requests)
+    for row in result.episodes:
+        assert row["stop_string_hits"] == 2 and row["replies_cut"] == 0
+        assert [step["stopped_by"] for step in row["steps"]] == ["stop_string", "stop_string"]
+        assert [step["action"] for step in row["steps"]] == ["turn left", "turn left"]  # not the invented turn's
+        assert [m["content"] for m in row["messages"] if m["role"] == "assistant"] == ["I turn.\nAction: turn left"] * 2
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [
+        ({"finish_reason": "length"}, EndpointReply("Action: go to", "budget")),
+        ({"finish_reason": "stop", "stop_reason": "\nObservation:"}, EndpointReply("Action: go to", "stop_string")),
+        ({"finish_reason": "stop", "matched_stop": "\nObservation:"}, EndpointReply("Action: go to", "stop_string")),
+        ({"finish_reason": "stop", "stop_reason": None}, EndpointReply("Action: go to", "eos")),
+    ],
+)
+def test_how_a_reply_ended_is_read_from_the_answer(server: ChatServer, choice: dict, expected: EndpointReply) -> None:
+    server.body = json.dumps({"choices": [{"message": {"content": "Action: go to"}, **choice}]}).encode()
+    reply = ChatEndpoint(server.url, "m", max_tokens=7).complete(
+        [{"role": "user", "content": "hi"}], ("\nObservation:",), 99
+    )
+    assert reply == expected and server.requests[-1]["max_tokens"] == 7  # the user's max_tokens wins

@@ -41,7 +41,7 @@ def test_turns_go_to_vllm_as_token_ids_and_come_back_as_sampled(
     tiny_babyai: Path, tmp_path: Path, trl_sees_vllm
 ) -> None:
     model, tokenizer = load_model(tiny_babyai)
-    with StandInVLLM(model) as server:
+    with StandInVLLM(model, tokenizer=tokenizer) as server:
         trl_sees_vllm(server)
         args = grpo_args(
             tmp_path, use_vllm=True, vllm_mode="server", vllm_server_base_url=server.url, max_turns=3, max_steps=1
@@ -55,6 +55,7 @@ def test_turns_go_to_vllm_as_token_ids_and_come_back_as_sampled(
         sent = [tuple(p) for body in server.requests for p in body["prompt"]]
         assert all(body["max_tokens"] == args.max_turn_tokens for body in server.requests)
         assert all(tokenizer.eos_token_id in body["stop_token_ids"] for body in server.requests)
+        assert all(body["stop"] == ["\nObservation:"] for body in server.requests)  # BabyAI's stop strings
         for e in episodes:
             sequence = e.prompt_ids + e.completion_ids
             starts = [len(e.prompt_ids)] + [
@@ -84,7 +85,7 @@ def test_weights_pushed_each_step_are_the_trainers(tiny_babyai: Path, tmp_path: 
             snapshots.append({n: p.detach().clone() for n, p in model.named_parameters()})
 
     model, tokenizer = load_model(tiny_babyai)
-    with StandInVLLM(model) as server:
+    with StandInVLLM(model, tokenizer=tokenizer) as server:
         trl_sees_vllm(server)
         with torch.no_grad():  # stale weights on the server until the first sync
             server.model.get_input_embeddings().weight.normal_()

@@ -6,10 +6,12 @@ request and reply shapes vLLM's OpenAI-compatible server uses (`/health`, `/v1/m
 `return_tokens_as_token_ids` logprobs, `/reset_prefix_cache`), and generates with a transformers
 copy of the model: plain autoregressive sampling, the sampled token's processed logprob (after the
 temperature), stopping after a token of `stop_token_ids` or the model's EOS, which stays in
-`token_ids` as vLLM keeps it. Weight updates travel over NCCL in TRL, which a CPU cannot run: tests
-replace `VLLMClient.init_communicator` and `update_named_params` by `StandInVLLM.receive_weights`,
-which copies the streamed tensors into the stand-in's model by name, so a test can still check that
-the weights the trainer pushed are the ones that sample.
+`token_ids` as vLLM keeps it, or (given the tokenizer) after the token that completes one of the
+request's `stop` strings, which also stays in `token_ids` (vLLM trims only the text). Weight updates
+travel over NCCL in TRL, which a CPU cannot run: tests replace `VLLMClient.init_communicator` and
+`update_named_params` by `StandInVLLM.receive_weights`, which copies the streamed tensors into the
+stand-in's model by name, so a test can still check that the weights the trainer pushed are the
+ones that sample.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ import torch
 class StandInVLLM:
     """The stand-in server; `url` is its base URL while it runs (a context manager)."""
 
-    def __init__(self, model: Any, name: str = "stand-in"):
+    def __init__(self, model: Any, name: str = "stand-in", tokenizer: Any = None):
         self.model = copy.deepcopy(model).eval()
         self.name = name
+        self.tokenizer = tokenizer  # decodes replies for `stop` strings (without it they are refused)
         self.requests: list[dict[str, Any]] = []  # every /v1/completions body
+        self.completions: list[list[int]] = []  # every choice's token_ids, in order
         self.weight_syncs = 0
         self.prefix_cache_resets = 0
         self._lock = threading.Lock()
@@ -109,10 +113,17 @@ class StandInVLLM:
         stops = set(body.get("stop_token_ids") or [])
         eos = self.model.generation_config.eos_token_id
         stops |= set(eos if isinstance(eos, list) else [eos])
+        texts = body.get("stop") or []
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if texts and self.tokenizer is None:
+            raise ValueError("this stand-in needs the tokenizer to apply stop strings")
         choices = []
         for prompt in prompts:
             for _ in range(n):
-                ids, logps = self._sample(prompt, int(body["max_tokens"]), float(body.get("temperature", 1.0)), stops)
+                ids, logps = self._sample(
+                    prompt, int(body["max_tokens"]), float(body.get("temperature", 1.0)), stops, texts
+                )
+                self.completions.append(ids)
                 choices.append(
                     {
                         "index": len(choices),
@@ -127,7 +138,9 @@ class StandInVLLM:
                 )
         return {"id": "cmpl-stand-in", "object": "text_completion", "model": self.name, "choices": choices}
 
-    def _sample(self, prompt: list[int], max_tokens: int, temperature: float, stops: set[int]) -> tuple[list, list]:
+    def _sample(
+        self, prompt: list[int], max_tokens: int, temperature: float, stops: set[int], texts: list[str]
+    ) -> tuple[list, list]:
         ids: list[int] = []
         logps: list[float] = []
         with self._lock, torch.no_grad():
@@ -142,5 +155,7 @@ class StandInVLLM:
                 ids.append(token)
                 logps.append(float(dist[token]))
                 if token in stops:
+                    break
+                if texts and any(t in self.tokenizer.decode(ids, skip_special_tokens=False) for t in texts):
                     break
         return ids, logps
