@@ -84,6 +84,7 @@ def dpo_stage(
     pipeline: Any, args: Any, model: Any, tokenizer: Any, out: Path, horizon: int, callbacks: list[Any]
 ) -> tuple[Any, dict[str, Any]]:
     """DPO on pairs of the model's own episodes; returns the trained model and the pair figures."""
+    from transformers.trainer_callback import PrinterCallback
     from trl import DPOConfig
 
     from agentgym_train.collect import ModelPolicy, collect, read_records
@@ -102,7 +103,7 @@ def dpo_stage(
         "max_turns": horizon,
         "env_kwargs": args.env_kwargs,
         "seed": args.seed,
-        "policy_name": "sft-model",
+        "policy_name": "model",
         "progress": not args.disable_tqdm,
     }
     torch.manual_seed(args.seed)
@@ -142,6 +143,8 @@ def dpo_stage(
         callbacks=callbacks,
         peft_config=_lora(pipeline),
     )
+    if callbacks:
+        trainer.remove_callback(PrinterCallback)  # the pipeline's progress bar, not printed log dicts
     trainer.train()
     trained = _merged(trainer.model)
     after = margins(trained)

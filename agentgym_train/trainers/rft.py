@@ -164,6 +164,7 @@ class RejectionSamplingTrainer:
         from accelerate import PartialState
         from accelerate.utils import gather_object
         from datasets import Dataset
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
         from trl import SFTTrainer
 
         state = PartialState()
@@ -203,6 +204,8 @@ class RejectionSamplingTrainer:
                     processing_class=self.tokenizer,
                     callbacks=self.callbacks,
                 )
+                if any(isinstance(callback, ProgressCallback) for callback in self.callbacks or []):
+                    trainer.remove_callback(PrinterCallback)  # the caller's progress bar, not printed log dicts
                 result = trainer.train()
                 log["loss"] = float(result.training_loss)
                 self.model = trainer.model
