@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym_envs.clientargs import Flag, SubsetOf
+from agentgym_envs.clientargs import Flag, IntRange, SubsetOf, check_int
 from agentgym_envs.core import TextEnv, normalise_action
 from agentgym_envs.textworld import games as G
 from agentgym_envs.textworld import tasks as T
@@ -32,7 +32,8 @@ class TextWorldEnv(TextEnv):
     `treasure_hunter` (find the named object in a maze of rooms, doors and containers) and `simple`
     (escape the bedroom, fetch a food and put it on the stove), three difficulties each. Task ids
     are `"<challenge>/<settings>/<seed>"` (`"cooking/recipe2+take2+open+go6/17"`); see `tasks.py`
-    for the splits (a fixed test set of 300 games, and 120,000 train games). Games are built on
+    for the splits (a fixed test set of 300 games, and 120,000 train games; `train_seeds` narrows
+    the train split). Games are built on
     first use and cached on disk (`games.py`); `python -m agentgym_envs.textworld.prepare --split
     test` builds a split ahead of time.
 
@@ -66,6 +67,8 @@ class TextWorldEnv(TextEnv):
         challenges: The challenges to serve (default: all of `tasks.CHALLENGES`).
         difficulties: The difficulties to serve (default: easy, medium and hard).
         show_actions: End every observation with the available commands.
+        train_seeds: Serve only the first N train seeds of each setting (default: all 10,000), e.g.
+            so that a short run compiles a bounded set of games.
         cache_dir: The cache base folder (default `$AGENTGYM_CACHE_DIR`, else `~/.cache/agentgym`).
         pool_size: How many games' Z-machines the env keeps started (resets to them are fastest).
         render_mode: None or "ansi".
@@ -94,6 +97,7 @@ class TextWorldEnv(TextEnv):
         "challenges": SubsetOf(T.CHALLENGES),
         "difficulties": SubsetOf(T.LEVELS),
         "show_actions": Flag(),
+        "train_seeds": IntRange(1, len(T.TRAIN_SEEDS)),
     }
 
     def __init__(
@@ -101,6 +105,7 @@ class TextWorldEnv(TextEnv):
         challenges: Sequence[str] | str = T.CHALLENGES,
         difficulties: Sequence[str] | str = T.LEVELS,
         show_actions: bool = False,
+        train_seeds: int | None = None,
         cache_dir: str | Path | None = None,
         pool_size: int = 4,
         render_mode: str | None = None,
@@ -111,6 +116,10 @@ class TextWorldEnv(TextEnv):
         if not isinstance(show_actions, bool):
             raise TypeError(f"show_actions must be True or False, got {show_actions!r:.80}")
         self.show_actions = show_actions
+        train = T.TRAIN_SEEDS
+        if train_seeds is not None:
+            train = train[: check_int("train_seeds", train_seeds, 1, len(train))]
+        self._seeds = {"train": train, "test": T.TEST_SEEDS}
         self.cache_root = G.cache_root(cache_dir)
         self._settings = T.ordered_settings(self.challenges, self.difficulties)
         self._session = GameSession(pool_size)
@@ -128,24 +137,24 @@ class TextWorldEnv(TextEnv):
 
     # ---- tasks ----------------------------------------------------------------------------------
     def tasks(self, split: str = "train") -> list[str]:
-        if split not in T.SPLIT_SEEDS:
+        if split not in self._seeds:
             raise ValueError(f"unknown split {split!r:.40}; TextWorld has {list(T.SPLIT_SEEDS)}")
         if split not in self._task_lists:
             self._task_lists[split] = [self._task_at(split, i) for i in range(self._task_count(split))]
         return self._task_lists[split]
 
     def _task_count(self, split: str) -> int:
-        return len(self._settings) * len(T.SPLIT_SEEDS[split])
+        return len(self._settings) * len(self._seeds[split])
 
     def _task_at(self, split: str, index: int) -> str:
         challenge, settings = self._settings[index % len(self._settings)]
-        return T.task_id(challenge, settings, T.SPLIT_SEEDS[split][index // len(self._settings)])
+        return T.task_id(challenge, settings, self._seeds[split][index // len(self._settings)])
 
     def _split_of(self, task_id: str) -> str | None:
         parsed = T.parse_task_id(task_id)
         if parsed is None or (parsed[0], parsed[1]) not in self._settings:
             return None
-        return T.split_of_seed(parsed[2])
+        return next((split for split, seeds in self._seeds.items() if parsed[2] in seeds), None)
 
     # ---- episode --------------------------------------------------------------------------------
     def _reset_task(self, task_id: str) -> tuple[str, dict[str, Any]]:

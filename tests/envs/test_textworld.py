@@ -219,3 +219,17 @@ def test_close_frees_the_z_machines_and_a_new_reset_starts_one() -> None:
     assert observation and env.session.machines == 1
     env.close()
     assert _child_pids() == []
+
+
+def test_demo_config_loads_and_its_env_serves_a_bounded_train_split() -> None:
+    from agentgym_train.commands import DEFAULT_CONFIG
+    from agentgym_train.pipeline import load_configs
+
+    _, args = load_configs(DEFAULT_CONFIG.parent / "textworld_demo.yaml")
+    assert args.env_id == "AgentGym/TextWorld-v0"
+    env = gym.make(args.env_id, **args.env_kwargs).unwrapped
+    assert len(env.tasks("train")) == 64 and len(env.tasks("test")) == 25
+    assert env._split_of("coin_collector/level5/1063") == "train"
+    assert env._split_of("coin_collector/level5/1064") is None
+    with pytest.raises(ValueError, match="train_seeds must be an integer"):
+        TextWorldEnv(train_seeds=0)
