@@ -134,15 +134,6 @@ def end_reason_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
-def _turn_flags(episode: Episode) -> list[dict[str, Any]] | None:
-    """Per-turn generation flags where the rollout records them (`turn_flags`, or `stopped_by` per turn)."""
-    flags = getattr(episode, "turn_flags", None)
-    if flags is not None:
-        return list(flags)
-    stopped_by = getattr(episode, "stopped_by", None)
-    return [{"stopped_by": s} for s in stopped_by] if stopped_by is not None else None
-
-
 def _row(episode: Episode, sample: int, max_turns: int | None) -> dict[str, Any]:
     return episode_record(
         task_id=episode.task.task_id,
@@ -151,7 +142,7 @@ def _row(episode: Episode, sample: int, max_turns: int | None) -> dict[str, Any]
         stats={**episode.stats, "budget_truncated": episode.budget_truncated},
         messages=episode.messages,
         max_turns=max_turns,
-        turn_flags=_turn_flags(episode),
+        turn_flags=[{"stopped_by": how} for how in episode.stopped_by],
         env_error=episode.env_error,
     )
 

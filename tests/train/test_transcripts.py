@@ -99,11 +99,9 @@ def test_generation_flags_merge_into_steps_and_show_in_the_console_text() -> Non
     assert "more chars]" in text and "turn limit reached" in text and "action  go" in text
 
 
-def test_rollout_flags_are_read_where_the_episode_has_them() -> None:
-    episode = Episode(task=Task(BABYAI, "GoToLocal/0"), prompt_ids=[1], turns=1)
+def test_rollout_flags_go_into_the_steps() -> None:
+    episode = Episode(task=Task(BABYAI, "GoToLocal/0"), prompt_ids=[1], turns=1, stopped_by=["stop_string"])
     episode.stats = {"turns": 1, "steps": [{"action": "go", "format_error": False, "valid_action": True, "reward": 0}]}
-    assert "stopped_by" not in _row(episode, 0, 3)["steps"][0]
-    episode.stopped_by = ["stop_string"]  # the per-turn field a rollout may add
     assert _row(episode, 0, 3)["steps"][0]["stopped_by"] == "stop_string"
 
 
@@ -132,6 +130,7 @@ def test_model_eval_keeps_every_transcript(tiny_babyai: Path) -> None:
         roles = [m["role"] for m in row["messages"]]
         assert roles[:2] == ["system", "user"] and roles[2:] == ["assistant", "user"] * row["turns"]
         assert len(row["steps"]) == row["turns"] and row["end_reason"] in END_REASONS
+        assert all(step["stopped_by"] in {"eos", "stop_string", "budget"} for step in row["steps"])
     assert result.meta["max_turns"] == 2 and result.meta["env_id"] == BABYAI
     json.dumps(result.to_dict())
 
