@@ -136,25 +136,30 @@ class GameSession:
         frotz = self._pool.get(key)
         if frotz is not None:
             self._pool.move_to_end(key)
-            frotz.set_state(loaded.snapshot)
-            return frotz
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # jericho: "not fully supported" (score and moves come from the game text)
-            if len(self._pool) >= self.pool_size:
-                _, frotz = self._pool.popitem(last=False)
-                frotz.close()
-                frotz.load(key, FROTZ_SEED)
-            else:
-                frotz = jericho.FrotzEnv(key, FROTZ_SEED)
-        self._pool[key] = frotz
+        else:
+            frotz = self._start(key)
         with loaded.lock:
-            if loaded.snapshot is None:
+            if loaded.snapshot is None:  # the first start of this game in this process
                 intro, _ = frotz.reset()
                 for command in _SETUP_COMMANDS:
                     frotz.step(command)
                 loaded.intro = clean_text(intro)
                 loaded.snapshot = frotz.get_state()
         frotz.set_state(loaded.snapshot)
+        return frotz
+
+    def _start(self, key: str) -> jericho.FrotzEnv:
+        """A Z-machine with the story `key` loaded, added to the pool (replacing the least recent one)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # jericho: "not fully supported" (score and moves come from the game text)
+            if len(self._pool) >= self.pool_size:  # reuse the oldest (a new FrotzEnv loads a library copy: ~80 ms)
+                old, frotz = self._pool.popitem(last=False)
+                frotz.close()
+                frotz._cache.pop(old, None)  # jericho keeps every story it loaded; drop the one replaced
+                frotz.load(key, FROTZ_SEED)
+            else:
+                frotz = jericho.FrotzEnv(key, FROTZ_SEED)
+        self._pool[key] = frotz
         return frotz
 
     # ---- playing --------------------------------------------------------------------------------

@@ -27,8 +27,9 @@ from agentgym_envs.textworld import tasks as T
 from agentgym_envs.textworld.generate import entry_ready
 
 _GENERATE = Path(__file__).with_name("generate.py")
-#: Parsed games kept per process (a parsed game is about 1-3 MB).
-MAX_LOADED_GAMES = 256
+#: Parsed games kept per process (about 0.7 MB each; more than the test split, so an evaluation
+#: cycling through it parses each game once).
+MAX_LOADED_GAMES = 320
 #: How long one worker may take per game it builds before it is killed (hard games take ~15 s).
 BUILD_TIMEOUT_PER_GAME_S = 300.0
 

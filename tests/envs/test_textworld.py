@@ -233,3 +233,10 @@ def test_demo_config_loads_and_its_env_serves_a_bounded_train_split() -> None:
     assert env._split_of("coin_collector/level5/1064") is None
     with pytest.raises(ValueError, match="train_seeds must be an integer"):
         TextWorldEnv(train_seeds=0)
+
+
+def test_reset_after_the_parsed_game_left_the_process_cache(env: TextWorldEnv) -> None:
+    first, _ = env.reset(options={"task_id": EASY[1]})
+    G._LOADED.clear()  # as when more than MAX_LOADED_GAMES games were played; the env still holds the Z-machine
+    again, info = env.reset(options={"task_id": EASY[1]})
+    assert again == first and env.step(info["available_actions"][0])[4]["valid_action"]
