@@ -22,7 +22,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-import jericho
+try:
+    import jericho
+except ImportError as error:  # jericho comes with textworld
+    raise ImportError(
+        "AgentGym/TextWorld-v0 needs the textworld package (and its jericho): pip install 'agentgym-rl[textworld]'"
+    ) from error
 
 from agentgym_envs.textworld.games import LoadedGame
 
