@@ -11,6 +11,7 @@ from agentgym_envs.core import TextEnv
 from agentgym_envs.webarena.actions import ACTION_HELP, ActionError, parse_action
 from agentgym_envs.webarena.browser import find_chromium, get_manager
 from agentgym_envs.webarena.evaluators import Evaluation, Helper, evaluate
+from agentgym_envs.webarena.helpers import site_helpers
 from agentgym_envs.webarena.judge import Judge, judge_from_environment
 from agentgym_envs.webarena.observation import previous_window_start, window
 from agentgym_envs.webarena.safety import OriginPolicy, origin_of
@@ -111,6 +112,8 @@ class WebArenaEnv(TextEnv):
 
     default_max_turns = 15
     action_format = "fenced_or_action_line"
+    stop_strings = ("\nOBSERVATION:", "\nObservation:")  # the next page is the env's part
+    default_max_turn_tokens = 512  # a thought over the page and one action (the paper's rollout.max_tokens)
     system_prompt = (
         "You are an autonomous agent using a web browser to carry out a task. Each turn you see the open tabs, "
         "the current page as an accessibility tree in which each element you can act on has a numeric id in "
@@ -179,6 +182,7 @@ class WebArenaEnv(TextEnv):
         self.chromium_path = chromium_path
         self.judge = judge if judge is not None else judge_from_environment()
         self.helpers = dict(helpers or {})
+        self._site_helpers: dict[str, Helper] = {}
         self.max_steps = max_steps
         self.max_tree_chars = max_tree_chars
         self.timeout_ms = timeout_ms
@@ -216,8 +220,10 @@ class WebArenaEnv(TextEnv):
             self._embedded.start()
             self._embedded.restore()
             urls = self._embedded.urls
+            self._site_helpers = site_helpers(urls, self._embedded.database("shopping"))
         else:
             urls = site_urls_from_environment(self._site_urls)
+            self._site_helpers = site_helpers(urls)
         resolved = task.resolve(urls)
         site_origins = [urls[site] for site in task.sites if site in urls]
         policy = OriginPolicy([*resolved.start_urls, *site_origins, *self.allowed_origins])
@@ -334,7 +340,8 @@ class WebArenaEnv(TextEnv):
         assert self._current is not None
         session = self._usable_session()
         try:
-            return evaluate(self._current.config, answer, session, self.judge, self.helpers)
+            helpers = {**self._site_helpers, **self.helpers}
+            return evaluate(self._current.config, answer, session, self.judge, helpers)
         except BrowserFailure:
             raise
         except Exception as error:
