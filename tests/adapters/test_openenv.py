@@ -37,6 +37,7 @@ EPISODES = {
     "AgentGym/DeepSearch-v0": {"seed": 0, "split": "test"},
     "AgentGym/SciWorld-v0": {"task_id": "find-living-thing/225"},
     "AgentGym/WebArena-v0": {"task_id": "0"},
+    "AgentGym/TextWorld-v0": {"task_id": "coin_collector/level5/0"},
 }
 TEXTCRAFT = "AgentGym/TextCraft-v0"
 
