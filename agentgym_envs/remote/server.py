@@ -17,6 +17,7 @@ Routes (JSON; the OpenAPI schema at `/openapi.json` and `/docs` has every body):
 | `GET /envs` | served ids with their splits and sizes |
 | `GET /health` | sessions, uptime, memory |
 | `/create`, `/reset`, `/step`, `/observation`, `/close`, `/` | AgentGym's routes: the first id, in its dialect |
+| `/openenv/<env id>/health`, `/schema`, `/metadata`, `/mcp`, WebSocket `/ws` | OpenEnv's protocol (`openenv_routes`) |
 
 Errors are JSON `{"detail": ..., "error_type": ...}`: unknown session or env id 404, malformed body
 422, step after the episode ended 409, session cap 429, body too large 413, missing token 401, a
@@ -55,7 +56,7 @@ from agentgym_envs.remote import protocol as P
 from agentgym_envs.remote import wire
 from agentgym_envs.remote.agentgym_compat import AgentGymReply, AgentGymRoutes
 from agentgym_envs.remote.guard import RequestGuard, default_allowed_hosts, is_loopback
-from agentgym_envs.remote.openenv_routes import add_openenv_routes, refuse_websocket
+from agentgym_envs.remote.openenv_routes import OPENENV_PREFIX, add_openenv_routes, refuse_websocket
 from agentgym_envs.remote.policy import KwargsPolicy
 from agentgym_envs.remote.sessions import ApiError, SessionManager, bounded
 from agentgym_envs.remote.timeouts import (
@@ -668,5 +669,6 @@ def serve(
             file=sys.stderr,
         )
     auth = "; bearer token required" if token else ""
-    print(f"agentgym serve: {', '.join(env_ids)} on http://{host}:{bound} (docs at /docs{auth})", flush=True)
+    openenv = f"; OpenEnv clients at {OPENENV_PREFIX}/<env id>"
+    print(f"agentgym serve: {', '.join(env_ids)} on http://{host}:{bound} (docs at /docs{openenv}{auth})", flush=True)
     uvicorn.Server(config).run(sockets=[sock])
