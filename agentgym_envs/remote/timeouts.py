@@ -59,6 +59,9 @@ def timed_protocol(
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
+            if self.transport.get_protocol() is not self:  # upgraded to a WebSocket: its own protocol reads now
+                self._disarm()
+                return
             self._watch()
 
         def on_response_complete(self) -> None:
@@ -98,7 +101,7 @@ def timed_protocol(
         def _expire(self, phase: str) -> None:
             self._read_timer, self._read_phase = None, None
             transport = self.transport
-            if transport.is_closing():
+            if transport.is_closing() or transport.get_protocol() is not self:
                 return
             cycle = self.cycle
             if cycle is None or cycle.response_complete or not cycle.response_started:  # say why before closing

@@ -196,3 +196,22 @@ def test_websocket_handshake_passes_the_servers_token_host_and_origin_checks() -
         assert httpx.get(openenv_url(server.base_url, TEXTCRAFT) + "/health").status_code == 401
         with make_client(server.base_url, TEXTCRAFT, token="s3cret").sync() as env:
             assert env.reset(seed=1, split="test").observation["info"]["split"] == "test"
+
+
+def test_a_websocket_outlives_the_http_read_deadlines() -> None:
+    """The server's HTTP head deadline must not fire on a connection upgraded to a WebSocket (it wrote
+    a 408 into the WebSocket stream once a session had lasted longer than the deadline)."""
+    from agentgym_envs.remote.timeouts import uvicorn_options
+
+    with ServerThread(create_app([TEXTCRAFT], ttl=None), **uvicorn_options(header_timeout=0.2)) as server:
+
+        async def idle_then_state() -> list[dict[str, Any]]:
+            async with connect(ws_url(server.base_url)) as ws:
+                replies = []
+                for _ in range(2):
+                    await ws.send(json.dumps({"type": "state"}))
+                    replies.append(json.loads(await ws.recv()))
+                    await asyncio.sleep(0.5)  # past the head deadline, idle
+                return replies
+
+        assert [reply["type"] for reply in asyncio.run(idle_then_state())] == ["state", "state"]
