@@ -79,7 +79,7 @@ def test_openenv_client_plays_an_expert_episode(server, env_id: str) -> None:
         assert state["step_count"] == steps and state["done"] is True and state["success"] is True
         with pytest.raises(RuntimeError, match="EXECUTION_ERROR"):  # a step after the end: the env's 409
             env.step({"action": "look"})
-    for _ in range(100):  # the server closes the session once the client has gone
+    for _ in range(600):  # the server closes the session once the client has gone (JVMs take a moment)
         if all(s["session_id"] != session for s in httpx.get(server.base_url + "/sessions").json()["sessions"]):
             break
         time.sleep(0.05)
