@@ -31,6 +31,10 @@ except ImportError as error:  # jericho comes with textworld
 
 from agentgym_envs.textworld.games import LoadedGame
 
+# jericho warns that it cannot read the score of games it does not know; ours come from the game text.
+# A process-wide filter, as textworld sets on import (`catch_warnings` around each load is not thread-safe).
+warnings.filterwarnings("ignore", category=jericho.UnsupportedGameWarning)
+
 #: The Z-machine's random seed (jericho treats 0 as "from the clock").
 FROTZ_SEED = 20180
 #: textworld's Inform 7 testing commands: print the actions carried out, and the score after each turn.
@@ -155,15 +159,13 @@ class GameSession:
 
     def _start(self, key: str) -> jericho.FrotzEnv:
         """A Z-machine with the story `key` loaded, added to the pool (replacing the least recent one)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # jericho: "not fully supported" (score and moves come from the game text)
-            if len(self._pool) >= self.pool_size:  # reuse the oldest (a new FrotzEnv loads a library copy: ~80 ms)
-                old, frotz = self._pool.popitem(last=False)
-                frotz.close()
-                frotz._cache.pop(old, None)  # jericho keeps every story it loaded; drop the one replaced
-                frotz.load(key, FROTZ_SEED)
-            else:
-                frotz = jericho.FrotzEnv(key, FROTZ_SEED)
+        if len(self._pool) >= self.pool_size:  # reuse the oldest (a new FrotzEnv loads a library copy: ~80 ms)
+            old, frotz = self._pool.popitem(last=False)
+            frotz.close()
+            frotz._cache.pop(old, None)  # jericho keeps every story it loaded; drop the one replaced
+            frotz.load(key, FROTZ_SEED)
+        else:
+            frotz = jericho.FrotzEnv(key, FROTZ_SEED)
         self._pool[key] = frotz
         return frotz
 
