@@ -31,10 +31,6 @@ except ImportError as error:  # jericho comes with textworld
 
 from agentgym_envs.textworld.games import LoadedGame
 
-# jericho warns that it cannot read the score of games it does not know; ours come from the game text.
-# A process-wide filter, as textworld sets on import (`catch_warnings` around each load is not thread-safe).
-warnings.filterwarnings("ignore", category=jericho.UnsupportedGameWarning)
-
 #: The Z-machine's random seed (jericho treats 0 as "from the clock").
 FROTZ_SEED = 20180
 #: textworld's Inform 7 testing commands: print the actions carried out, and the score after each turn.
@@ -159,13 +155,18 @@ class GameSession:
 
     def _start(self, key: str) -> jericho.FrotzEnv:
         """A Z-machine with the story `key` loaded, added to the pool (replacing the least recent one)."""
-        if len(self._pool) >= self.pool_size:  # reuse the oldest (a new FrotzEnv loads a library copy: ~80 ms)
-            old, frotz = self._pool.popitem(last=False)
-            frotz.close()
-            frotz._cache.pop(old, None)  # jericho keeps every story it loaded; drop the one replaced
-            frotz.load(key, FROTZ_SEED)
-        else:
-            frotz = jericho.FrotzEnv(key, FROTZ_SEED)
+        # jericho warns that it cannot read the score of games it does not know (ours comes from the game
+        # text). Caught here rather than by a process-wide filter, which pytest and the env checker's
+        # warning capture replace (the price: a filter that another thread adds during a load is lost).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", jericho.UnsupportedGameWarning)
+            if len(self._pool) >= self.pool_size:  # reuse the oldest (a new FrotzEnv loads a library copy: ~80 ms)
+                old, frotz = self._pool.popitem(last=False)
+                frotz.close()
+                frotz._cache.pop(old, None)  # jericho keeps every story it loaded; drop the one replaced
+                frotz.load(key, FROTZ_SEED)
+            else:
+                frotz = jericho.FrotzEnv(key, FROTZ_SEED)
         self._pool[key] = frotz
         return frotz
 
