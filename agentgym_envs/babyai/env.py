@@ -93,6 +93,8 @@ class BabyAIEnv(TextEnv):
 
     default_max_turns = 20
     action_format = "action_line"
+    stop_strings = ("\nObservation:",)  # the env's part of a turn begins (agentgym_wrappers.stops)
+    default_max_turn_tokens = 256  # a short thought and one action line
     system_prompt = (
         "You are an agent in a grid world of rooms with keys, balls, boxes and doors. "
         "Each turn you read what you see and choose one action to carry out the mission.\n"

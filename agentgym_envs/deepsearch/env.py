@@ -111,6 +111,8 @@ class DeepSearchEnv(TextEnv):
 
     default_max_turns = 10
     action_format = "tags"
+    stop_strings = ("<information>",)  # search results are the env's part (agentgym_wrappers.stops)
+    default_max_turn_tokens = 512  # step-by-step thinking and one query (the paper's rollout.max_tokens)
     system_prompt = (
         "You answer questions by searching an encyclopedia. Think step by step in plain text. To search, "
         "write <search> query </search>; the top results come back between <information> and "
