@@ -192,14 +192,19 @@ def greedy_sampler(kind: str, model, tokenizer):
     return make(model, tokenizer.pad_token_id, [tokenizer.eos_token_id], temperature=0)
 
 
-@pytest.mark.parametrize("kind", ["cached", "generate"])
-def test_samplers_stop_at_a_stop_string_of_the_models_own_reply(tiny_babyai: Path, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("checkpoint", "kind"),
+    [("tiny_babyai", "cached"), ("tiny_babyai", "generate"), pytest.param("smollm2", "cached", marks=pytest.mark.slow)],
+)
+def test_samplers_stop_at_a_stop_string_of_the_models_own_reply(
+    checkpoint: str, kind: str, request: pytest.FixtureRequest
+) -> None:
     """Greedy replies with a stop string taken from the model's own first reply: that reply is the same
     reply cut at the stop; every later turn's logprobs equal a fresh forward pass over the final sequence
     (the cached sampler rolled its cache back to the kept tokens)."""
-    model, tokenizer = load_model(tiny_babyai)
-    tasks = [Task(BABYAI, i, "train", 0) for i in range(4)]
-    common = {"max_turns": 3, "max_completion_length": 400, "max_turn_tokens": 16, "env_kwargs": ENV_KWARGS}
+    model, tokenizer = load_model(request.getfixturevalue(checkpoint))
+    tasks = [Task(BABYAI, i, "train", 0) for i in range(3)]
+    common = {"max_turns": 2, "max_completion_length": 400, "max_turn_tokens": 12, "env_kwargs": ENV_KWARGS}
     free = RolloutEngine(tokenizer, stop_strings=(), **common)
     reference = free.run(tasks, greedy_sampler(kind, model, tokenizer))[0]
     free.close()
