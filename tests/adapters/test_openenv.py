@@ -35,6 +35,7 @@ from agentgym_envs.remote.server import create_app
 SHORT_TASKS = {
     "AgentGym/SciWorld-v0": {"task_id": "find-living-thing/225"},
     "AgentGym/WebArena-v0": {"task_id": "0"},
+    "AgentGym/TextWorld-v0": {"task_id": "coin_collector/level5/0"},
 }
 EPISODES = {env_id: SHORT_TASKS.get(env_id, {"seed": 0, "split": "test"}) for env_id in agentgym_envs.PRIMARY_IDS}
 TEXTCRAFT = "AgentGym/TextCraft-v0"
