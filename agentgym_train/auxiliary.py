@@ -7,8 +7,9 @@ figures for `results.json`:
   keep the successful ones, fine-tune); the kept fraction per round.
 - `dpo_stage`: episodes of the current model on training tasks (`agentgym collect`'s format, written to
   `dpo-train.jsonl` and resumable), pairs of a successful and a failed episode of one task, DPO with
-  the env's turns masked; the chosen-over-rejected log-ratio on held-out pairs (tasks of the evaluation
-  split after the evaluated ones) before and after, with a paired 95% interval.
+  the env's turns masked (plus an NLL term on the chosen replies, `dpo_sft_weight`); the chosen-over-rejected
+  log-ratio on held-out pairs (training tasks after those trained on) before and after, with a paired
+  95% interval.
 """
 
 from __future__ import annotations
@@ -108,9 +109,10 @@ def dpo_stage(
     }
     torch.manual_seed(args.seed)
     collect(policy, args.env_id, out / "dpo-train.jsonl", split="train", num_tasks=pipeline.dpo_tasks, **common)
-    held_out = split_tasks(args.env_id, pipeline.eval_split, pipeline.eval_tasks + pipeline.dpo_heldout_tasks,
-                           args.env_kwargs)[pipeline.eval_tasks :]  # fmt: skip
-    collect(policy, args.env_id, out / "dpo-heldout.jsonl", split=pipeline.eval_split, task_ids=held_out, **common)
+    # held-out pairs: the training tasks after those trained on (the evaluation split's tasks stay unseen)
+    held_out = split_tasks(args.env_id, "train", pipeline.dpo_tasks + pipeline.dpo_heldout_tasks, args.env_kwargs)
+    held_out = held_out[pipeline.dpo_tasks :]
+    collect(policy, args.env_id, out / "dpo-heldout.jsonl", split="train", task_ids=held_out, **common)
     train_pairs = episode_pairs(read_records(out / "dpo-train.jsonl"), pipeline.dpo_pairs_per_task)
     heldout_pairs = episode_pairs(read_records(out / "dpo-heldout.jsonl"), pipeline.dpo_pairs_per_task)
     print(f"DPO on {len(train_pairs)} pairs ({len(heldout_pairs)} held-out pairs)", flush=True)
@@ -132,6 +134,10 @@ def dpo_stage(
         per_device_train_batch_size=pipeline.dpo_batch_size,
         learning_rate=pipeline.dpo_learning_rate,
         beta=pipeline.dpo_beta,
+        # DPO alone lowers the chosen episodes' likelihood too (both sides fall, the rejected faster); an NLL term
+        # on the chosen replies (RPO) keeps them likely
+        loss_type=["sigmoid", "sft"] if pipeline.dpo_sft_weight > 0 else ["sigmoid"],
+        loss_weights=[1.0, pipeline.dpo_sft_weight] if pipeline.dpo_sft_weight > 0 else [1.0],
         precompute_ref_log_probs=True,
         **_trainer_options(args, pipeline.dpo_steps),
     )

@@ -67,12 +67,15 @@ class PipelineConfig:
     dpo_tasks: int = field(default=128, metadata={"help": "DPO: training tasks whose episodes are paired."})
     dpo_samples_per_task: int = field(default=4, metadata={"help": "DPO: episodes per task to pair."})
     dpo_pairs_per_task: int = field(default=2, metadata={"help": "DPO: most pairs per task."})
-    dpo_heldout_tasks: int = field(default=100, metadata={"help": "DPO: eval-split tasks (after the evaluated ones) "
-                                   "whose pairs measure the chosen-over-rejected log-ratio."})  # fmt: skip
+    dpo_heldout_tasks: int = field(default=50, metadata={"help": "DPO: training tasks after dpo_tasks, not trained "
+                                   "on, whose pairs measure the chosen-over-rejected log-ratio."})  # fmt: skip
     dpo_steps: int = field(default=40, metadata={"help": "DPO: optimizer steps."})
     dpo_batch_size: int = field(default=16, metadata={"help": "DPO: pairs per step."})
     dpo_learning_rate: float = field(default=1e-4, metadata={"help": "DPO: learning rate."})
     dpo_beta: float = field(default=0.1, metadata={"help": "DPO: beta (TRL's)."})
+    dpo_sft_weight: float = field(
+        default=1.0, metadata={"help": "DPO: weight of an NLL term on the chosen replies (TRL's 'sft' loss; 0: none)."}
+    )
     lora_r: int = field(default=0, metadata={"help": "RFT/DPO: LoRA rank on every linear layer (0: full weights)."})
     max_turn_schedule: list[int] = field(
         default_factory=lambda: [6, 10], metadata={"help": "Horizons of the max-turn schedule, in order."}

@@ -81,6 +81,8 @@ def test_dpo_raises_the_chosen_over_rejected_log_ratio(toy_model: Path, collecte
         per_device_train_batch_size=8,
         learning_rate=5e-3,
         beta=0.1,
+        loss_type=["sigmoid", "sft"],  # the pipeline's default: DPO plus NLL on the chosen replies
+        loss_weights=[1.0, 1.0],
         max_length=None,
         report_to="none",
         save_strategy="no",
