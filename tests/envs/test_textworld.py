@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import agentgym_envs  # noqa: F401
+import agentgym_envs
 from agentgym_envs.textworld import games as G
 from agentgym_envs.textworld import tasks as T
 from agentgym_envs.textworld.env import TextWorldEnv
@@ -221,13 +221,13 @@ def test_close_frees_the_z_machines_and_a_new_reset_starts_one() -> None:
     assert _child_pids() == []
 
 
-def test_demo_config_loads_and_its_env_serves_a_bounded_train_split() -> None:
-    from agentgym_train.commands import DEFAULT_CONFIG
-    from agentgym_train.pipeline import load_configs
-
-    _, args = load_configs(DEFAULT_CONFIG.parent / "textworld_demo.yaml")
-    assert args.env_id == "AgentGym/TextWorld-v0"
-    env = gym.make(args.env_id, **args.env_kwargs).unwrapped
+def test_demo_config_has_the_babyai_demos_keys_and_its_env_serves_a_bounded_train_split() -> None:
+    yaml = pytest.importorskip("yaml")
+    configs = Path(agentgym_envs.__file__).parents[1] / "agentgym_train" / "configs"
+    config = yaml.safe_load((configs / "textworld_demo.yaml").read_text())
+    assert set(config) <= set(yaml.safe_load((configs / "babyai_demo.yaml").read_text()))  # keys the loader knows
+    assert config["env_id"] == "AgentGym/TextWorld-v0"
+    env = gym.make(config["env_id"], **config["env_kwargs"]).unwrapped
     assert len(env.tasks("train")) == 64 and len(env.tasks("test")) == 25
     assert env._split_of("coin_collector/level5/1063") == "train"
     assert env._split_of("coin_collector/level5/1064") is None
