@@ -145,6 +145,9 @@ class LoadedGame:
 
 _LOADED: OrderedDict[str, LoadedGame] = OrderedDict()
 _LOADED_LOCK = threading.Lock()
+#: textworld's logic parser (tatsu) is not thread-safe: envs reset in parallel threads (the rollout
+#: engine's) failed with TypeError/IndexError inside `Game.load`, so games are parsed one at a time.
+_PARSE_LOCK = threading.Lock()
 
 
 def load(task_id: str, root: Path) -> LoadedGame:
@@ -161,10 +164,11 @@ def load(task_id: str, root: Path) -> LoadedGame:
     from textworld.generator.game import Game, GameProgression
     from textworld.generator.inform7 import Inform7Game
 
-    game = Game.load(str(folder / "game.json"))
-    inform7 = Inform7Game(game)
-    start = GameProgression(game, track_quests=False)
-    commands = sorted(set(inform7.gen_commands_from_actions(start.valid_actions)))
+    with _PARSE_LOCK:
+        game = Game.load(str(folder / "game.json"))
+        inform7 = Inform7Game(game)
+        start = GameProgression(game, track_quests=False)
+        commands = sorted(set(inform7.gen_commands_from_actions(start.valid_actions)))
     meta = json.loads((folder / "meta.json").read_text())
     loaded = LoadedGame(task_id, folder / "game.z8", game, inform7, meta, start, commands)
     with _LOADED_LOCK:

@@ -240,3 +240,24 @@ def test_reset_after_the_parsed_game_left_the_process_cache(env: TextWorldEnv) -
     G._LOADED.clear()  # as when more than MAX_LOADED_GAMES games were played; the env still holds the Z-machine
     again, info = env.reset(options={"task_id": EASY[1]})
     assert again == first and env.step(info["available_actions"][0])[4]["valid_action"]
+
+
+def test_games_parsed_in_parallel_threads_load_without_error(env: TextWorldEnv) -> None:
+    # textworld's logic parser is not thread-safe; the rollout engine resets its envs in threads
+    G._LOADED.clear()
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(EASY))
+
+    def load(task_id: str) -> None:
+        start.wait()
+        try:
+            G.load(task_id, env.cache_root)
+        except Exception as error:  # collected: an exception in a thread would not fail the test
+            errors.append(error)
+
+    threads = [threading.Thread(target=load, args=(task_id,)) for task_id in EASY]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and all(G.entry_path(env.cache_root, t).as_posix() in G._LOADED for t in EASY)
