@@ -75,8 +75,11 @@ def test_reset_options(env) -> None:
         env.reset(options={"split": "validation"})
     with pytest.raises(ValueError, match="belongs to split 'test'"):
         env.reset(options={"task_id": "GoToLocal/5", "split": "train"})
+    # a seed outside the listed ranges is a task (AgentGym's data_idx can name it), counted as train
+    _, info = env.reset(options={"task_id": "GoToLocal/500"})
+    assert (info["task_id"], info["split"]) == ("GoToLocal/500", "train")
     with pytest.raises(ValueError, match="unknown task_id"):
-        env.reset(options={"task_id": "GoToLocal/500"})  # between the splits
+        env.reset(options={"task_id": "GoToObj/5"})  # a level this env does not play
     with pytest.raises(ValueError, match="out of range"):
         env.reset(options={"task_id": 100, "split": "test"})
     with pytest.raises(ValueError, match="unknown reset options"):
