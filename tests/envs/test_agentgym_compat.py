@@ -321,18 +321,23 @@ def test_agentgym_sessions_outlive_the_client_timeout_and_a_reaped_id_says_so(mo
         (session,) = app.state.manager.sessions.values()
         assert session.ttl == compat.COMPAT_TTL and app.state.manager.ttl < compat.AGENTGYM_CLIENT_TIMEOUT
 
-    monkeypatch.setattr(compat, "COMPAT_TTL", 0.6)
+    # The two reaps are polled from snapshots of /sessions, so no check can race the reaper; the wide
+    # gap between the TTLs leaves many polls in which only the compat session is still open.
+    monkeypatch.setattr(compat, "COMPAT_TTL", 2.0)
     with ServerThread(create_app([GENERIC], ttl=0.2)) as server, httpx.Client(base_url=server.base_url) as http:
         client = AgentGymClient(http, "id")
         own = http.post("/sessions", json={}).json()["session_id"]
-        deadline = time.monotonic() + 20
-        while http.get("/health").json()["reaped"] < 2 and time.monotonic() < deadline:
-            if http.get("/health").json()["reaped"] == 1:  # the server's own session went first
-                assert client.env_id in [s["compat_id"] for s in http.get("/sessions").json()["sessions"]]
+        seen_alone, deadline = False, time.monotonic() + 30
+        while time.monotonic() < deadline:
+            open_now = http.get("/sessions").json()["sessions"]
+            if not open_now:
+                break
+            seen_alone |= [s["compat_id"] for s in open_now] == [client.env_id]
             time.sleep(0.05)
+        assert seen_alone and http.get("/health").json()["reaped"] == 2
         gone = client.post("step", {"action": "end"})["error"]
         assert (
-            gone == f"The id {client.env_id} is not valid: it was closed after 0.6 s idle (reaped); create a new env."
+            gone == f"The id {client.env_id} is not valid: it was closed after 2 s idle (reaped); create a new env."
         )
         reply = http.post(f"/sessions/{own}/step", json={"action": "end"})
         assert reply.status_code == 404 and "was reaped after 0.2 s idle" in reply.json()["detail"]
