@@ -200,6 +200,7 @@ def evaluate_model(
     max_turns: int | None = None,
     max_completion_length: int = 1024,
     max_turn_tokens: int | None = None,  # None: the scenario's reply budget (default_max_turn_tokens)
+    stop_strings: Sequence[str] | None = None,  # None: the scenario's; (): replies end only at end tokens or the budget
     temperature: float = 1.0,
     env_kwargs: dict[str, Any] | None = None,
     batch_size: int = 64,
@@ -221,6 +222,7 @@ def evaluate_model(
         max_turns=max_turns,
         max_completion_length=max_completion_length,
         max_turn_tokens=max_turn_tokens,
+        stop_strings=stop_strings,
         env_kwargs=env_kwargs,
     )
     torch.manual_seed(seed)
