@@ -9,6 +9,8 @@ carries as a cookie (`cookies()`); any other request gets 403.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -16,18 +18,54 @@ from typing import Any
 
 @dataclass(frozen=True)
 class EmbeddedSite:
-    """A site the env can serve itself: its WebArena name and the origin the browser sees."""
+    """A site the env can serve itself.
+
+    Every sub-package of `agentgym_envs.webarena.sites` that defines `SITE` (an `EmbeddedSite`) in its
+    `__init__` is one. The factories are named as `"module:attribute"` so that listing the sites
+    imports no web framework.
+
+    Attributes:
+        name: The WebArena site name (a task config's `sites` entry, its `__NAME__` placeholder).
+        origin: The stable origin the browser sees, under the reserved `.test` domain.
+        title: The site's name on its pages and on the homepage.
+        database: A class whose instances hold one live copy of the site's data: `restore()` puts it
+            back to the seed state, `close()` frees it.
+        app: A function of such an instance that returns the site's ASGI app.
+        seed: A function that returns a new `sqlite3.Connection` (rows as `sqlite3.Row`) on the seed
+            data, which task templates read to instantiate tasks; the caller closes it.
+        templates: A module whose `TEMPLATES` lists the site's `TaskTemplate`s, or None.
+    """
 
     name: str
     origin: str
+    title: str
+    database: str
+    app: str
+    seed: str
+    templates: str | None = None
 
     @property
     def host(self) -> str:
         return self.origin.split("://", 1)[1]
 
 
+def resolve(reference: str) -> Any:
+    """The object a `"module:attribute"` reference names."""
+    module, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _discover() -> dict[str, EmbeddedSite]:
+    found = {}
+    for module in pkgutil.iter_modules(__path__, f"{__name__}."):
+        site = getattr(importlib.import_module(module.name), "SITE", None) if module.ispkg else None
+        if isinstance(site, EmbeddedSite):
+            found[site.name] = site
+    return dict(sorted(found.items()))
+
+
 #: The embedded sites by WebArena site name.
-SITES = {"shopping": EmbeddedSite("shopping", "http://shop.test")}
+SITES = _discover()
 
 
 class EmbeddedSites:
@@ -82,15 +120,12 @@ class EmbeddedSites:
         if self._server is not None:
             return
         from agentgym_envs.webarena.sites.server import EmbeddedServer, HostDispatcher
-        from agentgym_envs.webarena.sites.shop.app import create_app
-        from agentgym_envs.webarena.sites.shop.db import ShopDB
 
         apps = {}
         for site in self.sites:
-            if site.name == "shopping":
-                db = ShopDB()
-                self._databases.append(db)
-                apps[site.host] = create_app(db)
+            db = resolve(site.database)()
+            self._databases.append(db)
+            apps[site.host] = resolve(site.app)(db)
         self._dispatcher = HostDispatcher(apps, secret=secrets.token_urlsafe(32))
         server = EmbeddedServer(self._dispatcher)
         server.start()

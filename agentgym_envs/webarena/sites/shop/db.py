@@ -25,6 +25,14 @@ def money(cents: int) -> str:
     return f"${cents // 100:,}.{cents % 100:02d}"
 
 
+def seed_connection() -> sqlite3.Connection:
+    """A new connection on the seed data (rows as `sqlite3.Row`), for task templates to read."""
+    connection = sqlite3.connect(":memory:", check_same_thread=False)
+    connection.executescript(resources.files(__package__).joinpath("seed.sql").read_text(encoding="utf-8"))
+    connection.row_factory = sqlite3.Row
+    return connection
+
+
 class ShopDB:
     """The live database of one shop instance, plus a pristine copy to restore it from.
 
@@ -33,9 +41,7 @@ class ShopDB:
     """
 
     def __init__(self) -> None:
-        seed = resources.files(__package__).joinpath("seed.sql").read_text(encoding="utf-8")
-        self._pristine = sqlite3.connect(":memory:", check_same_thread=False)
-        self._pristine.executescript(seed)
+        self._pristine = seed_connection()
         self._live = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         self._live.row_factory = sqlite3.Row
         self._lock = threading.Lock()
