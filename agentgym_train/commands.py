@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,21 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--split", default="test")
     p.add_argument("--tasks", type=int, default=100, help="first N tasks of the split (0: all)")
     p.add_argument("--episodes-per-task", "-k", type=int, default=1, help="k of Avg@k / Pass@k")
-    p.add_argument("--max-turns", type=int, default=None, help="turn limit (default: the env's)")
+    p.add_argument(
+        "--max-turns",
+        type=int_list,
+        default=None,
+        help="turn limit (default: the env's); a comma list (2,4,6,8,10) plays the same tasks and seeds at "
+        "each and draws success against max turns",
+    )
+    p.add_argument(
+        "--pass-at",
+        type=int_list,
+        default=None,
+        metavar="K,K,...",
+        help="the Ks of Pass@K, each <= k, estimated without bias from the k episodes per task "
+        "(default with k > 1: the powers of two below k, and k)",
+    )
     p.add_argument("--max-turn-tokens", type=int, help="most tokens per reply (default: the scenario's)")
     p.add_argument("--max-completion-length", type=int, default=4096)
     p.add_argument("--temperature", type=float, default=1.0, help="0: greedy")
@@ -58,7 +73,24 @@ def add_subcommands(sub: Any) -> None:
         "--json", default=None, help="also write the results here, with every episode's transcript (agentgym report)"
     )
     p.add_argument("--transcripts", type=int, default=0, metavar="N", help="print the first N episodes' transcripts")
+    p.add_argument(
+        "--figures",
+        default=None,
+        metavar="DIR",
+        help="write the PNG curves (success against max turns, Pass@K against K) here (default: next to --json)",
+    )
     p.set_defaults(func=cmd_eval)
+
+
+def int_list(text: str) -> list[int]:
+    """A comma list of positive integers ("2,4,6"), sorted and without repeats."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of positive integers, e.g. 2,4,6")
+    return sorted(set(values))
 
 
 def packaged_configs() -> list[str]:
@@ -120,15 +152,14 @@ def resume_target(value: str | None, output_dir: str) -> str | None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else None
-    common = {
-        "split": args.split,
-        "num_tasks": args.tasks or None,
-        "episodes_per_task": args.episodes_per_task,
-        "max_turns": args.max_turns,
-        "env_kwargs": env_kwargs,
-        "seed": args.seed,
-    }
+    k = args.episodes_per_task
+    if args.pass_at and max(args.pass_at) > k:
+        print(
+            f"--pass-at {max(args.pass_at)}: Pass@K needs K <= the episodes per task (-k {k}); "
+            f"give -k {max(args.pass_at)} or Ks up to {k}",
+            file=sys.stderr,
+        )
+        return 2
     import gymnasium as gym
 
     import agentgym_envs  # noqa: F401
@@ -136,48 +167,104 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.env_id not in gym.registry:
         print(f"unknown env id {args.env_id!r}; run `agentgym list`", file=sys.stderr)
         return 2
-    if args.base_url:
-        from agentgym_train.evaluation.endpoint import ChatEndpoint, EndpointError, evaluate_endpoint
+    evaluate = _policy(args)
+    if isinstance(evaluate, int):
+        return evaluate
+    from agentgym_train.evaluation import curves
+    from agentgym_train.evaluation.endpoint import EndpointError
 
-        endpoint = ChatEndpoint(args.base_url, args.model, args.api_key, args.temperature, args.max_tokens)
-        try:
-            result = evaluate_endpoint(endpoint, args.env_id, workers=args.workers, **common)
-        except EndpointError as error:
-            print(error, file=sys.stderr)
-            return 1
-    elif args.model == "random":
-        from agentgym_train.evaluation.evaluate import evaluate_random
-
-        actions = [a.strip() for a in args.actions.split(",")] if args.actions else None
-        result = evaluate_random(args.env_id, actions=actions, **common)
-    elif args.model == "expert":
-        from agentgym_train.evaluation.evaluate import evaluate_expert
-
-        result = evaluate_expert(args.env_id, **common)
-    else:
-        try:
-            from agentgym_train.evaluation.evaluate import evaluate_model
-            from agentgym_train.tiny import load_model
-        except ImportError as error:
-            print(_NEEDS_TRAIN.format("eval", error), file=sys.stderr)
-            return 1
-        model, tokenizer = load_model(args.model)
-        result = evaluate_model(
-            model,
-            tokenizer,
-            args.env_id,
-            max_turn_tokens=args.max_turn_tokens,
-            max_completion_length=args.max_completion_length,
-            temperature=args.temperature,
-            **common,
-        )
+    horizons = args.max_turns or [None]
+    try:
+        results = [evaluate(horizons[0])] if len(horizons) == 1 else curves.sweep_horizons(evaluate, horizons)
+    except EndpointError as error:
+        print(error, file=sys.stderr)
+        return 1
     if args.transcripts:
         from agentgym_train.evaluation.transcripts import format_record
 
-        for record in result.episodes[: args.transcripts]:
+        for record in results[0].episodes[: args.transcripts]:
             print(format_record(record), end="\n\n")
-    print(f"{args.model} on {args.env_id} ({args.split}), 95% intervals over tasks:")
-    print(result.table())
+    documents = []
+    for result in results:
+        turns = result.meta["max_turns"]
+        at = f", max turns {turns}" if len(results) > 1 else ""
+        print(f"{args.model} on {args.env_id} ({args.split}){at}, 95% intervals over tasks:")
+        print(result.table())
+        documents.append(result.to_dict())
+        if k > 1:
+            curve = curves.pass_at_k_curve(result.episodes, args.pass_at or curves.default_pass_ks(k))
+            print(f"Pass@K from {k} episodes per task (unbiased estimator; Pass@1 = Avg@{k}):")
+            print(curve.table())
+            documents[-1]["pass_at_k_curve"] = curve.to_dict()
+            _figure(args, curve, "pass-at-k" + (f"-turns{turns}" if len(results) > 1 else ""), f"max turns {turns}")
+    if len(results) == 1:
+        document = documents[0]
+    else:
+        curve = curves.horizon_curve(results)
+        print(f"{args.model} on {args.env_id} ({args.split}): success against max turns, 95% intervals over tasks:")
+        print(curve.table())
+        _figure(args, curve, "max-turns", f"{k} episode(s) per task")
+        document = {key: documents[0][key] for key in ("policy", "env_id", "split")}
+        document |= {"episodes_per_task": k, "max_turns": horizons}
+        document["max_turns_curve"] = curve.to_dict()
+        # one key per horizon, each a whole `agentgym eval` result: `agentgym report` reads them as policies
+        document |= {f"max_turns={r.meta['max_turns']}": d for r, d in zip(results, documents, strict=True)}
     if args.json:
-        Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+        Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
     return 0
+
+
+def _figure(args: argparse.Namespace, curve: Any, name: str, detail: str) -> None:
+    """Draw `curve` into DIR/name.png (--figures DIR), else beside --json (out.json: out-name.png), else nowhere."""
+    from agentgym_train.evaluation.curves import plot
+
+    if args.figures:
+        path = Path(args.figures) / f"{name}.png"
+    elif args.json:
+        path = Path(args.json).with_name(f"{Path(args.json).stem}-{name}.png")
+    else:
+        return
+    print("figure:", plot(curve, path, f"{args.model} on {args.env_id.split('/')[-1]}, {detail}"))
+
+
+def _policy(args: argparse.Namespace) -> Callable[[int | None], Any] | int:
+    """`evaluate(max_turns) -> EvalResult` for the policy `args` name (an exit code where it cannot be made):
+    the same tasks and seeds at every call."""
+    common = {
+        "split": args.split,
+        "num_tasks": args.tasks or None,
+        "episodes_per_task": args.episodes_per_task,
+        "env_kwargs": json.loads(args.env_kwargs) if args.env_kwargs else None,
+        "seed": args.seed,
+    }
+    if args.base_url:
+        from agentgym_train.evaluation.endpoint import ChatEndpoint, evaluate_endpoint
+
+        endpoint = ChatEndpoint(args.base_url, args.model, args.api_key, args.temperature, args.max_tokens)
+        return lambda turns: evaluate_endpoint(endpoint, args.env_id, workers=args.workers, max_turns=turns, **common)
+    if args.model == "random":
+        from agentgym_train.evaluation.evaluate import evaluate_random
+
+        actions = [a.strip() for a in args.actions.split(",")] if args.actions else None
+        return lambda turns: evaluate_random(args.env_id, actions=actions, max_turns=turns, **common)
+    if args.model == "expert":
+        from agentgym_train.evaluation.evaluate import evaluate_expert
+
+        return lambda turns: evaluate_expert(args.env_id, max_turns=turns, **common)
+    try:
+        from agentgym_train.evaluation.evaluate import evaluate_model
+        from agentgym_train.tiny import load_model
+    except ImportError as error:
+        print(_NEEDS_TRAIN.format("eval", error), file=sys.stderr)
+        return 1
+    model, tokenizer = load_model(args.model)
+    return lambda turns: evaluate_model(
+        model,
+        tokenizer,
+        args.env_id,
+        max_turns=turns,
+        max_turn_tokens=args.max_turn_tokens,
+        max_completion_length=args.max_completion_length,
+        temperature=args.temperature,
+        **common,
+    )
