@@ -86,9 +86,8 @@ def sweep_horizons(
 
 def horizon_curve(results: Sequence[EvalResult]) -> Curve:
     """Success (Avg@k over each task's episodes) against the results' max turns, overall and per category."""
-    categories = (
-        sorted({c for r in results for c in r.categories}) if any(len(r.categories) > 1 for r in results) else []
-    )
+    categories = sorted({c for r in results for c in r.categories})
+    categories = categories if len(categories) > 1 else []  # one category: the same line as "all"
     missing = Estimate(math.nan, math.nan, math.nan, 0)
     series = {OVERALL: [r.success for r in results]}
     for category in categories:
