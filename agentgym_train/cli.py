@@ -195,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_subcommands(sub)
 
+    from agentgym_train import experiments
+
+    experiments.add_subcommands(sub)
+
     from agentgym_train.evaluation import report
 
     p = sub.add_parser(

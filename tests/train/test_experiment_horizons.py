@@ -1,0 +1,129 @@
+"""`agentgym experiment horizons` on a short configuration: a tiny model, three rules, one seed, three steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentgym_train.cli import main
+from agentgym_train.experiments.horizons import DEFAULT_CONFIG, load_experiment
+
+RULES = {
+    "fixed": {"max_turns": [2]},
+    "staged": {"max_turns": [2, 3], "every": 2},
+    "adaptive": {"adaptive": [2, 3], "min_steps": 1, "window": 1, "truncation_threshold": 0.0, "plateau_tolerance": 1},
+}
+STEPS, EPISODES_PER_STEP = 3, 4
+SHORT = {
+    "task_mix": ["AgentGym/BabyAI-GoToObjS4-v0", "AgentGym/BabyAI-GoToObj-v0"],
+    "seeds": 1,
+    "rules": RULES,
+    "parallel_runs": 1,
+    "model": "tiny",
+    "tiny_hidden_size": 32,
+    "tiny_layers": 1,
+    "tiny_heads": 2,
+    "tiny_intermediate_size": 64,
+    "sft_episodes": 8,
+    "sft_steps": 2,
+    "sft_batch_size": 4,
+    "eval_tasks": 2,
+    "eval_episodes_per_task": 1,
+    "torch_threads": 1,
+    "env_kwargs": {"show_actions": False},
+    "max_turn_tokens": 4,
+    "max_completion_length": 256,
+    "num_generations": 2,
+    "per_device_train_batch_size": EPISODES_PER_STEP,
+    "max_steps": STEPS,
+    "logging_steps": 1,
+    "save_strategy": "steps",
+    "save_steps": 2,
+    "report_to": "none",
+    "dataloader_pin_memory": False,
+}
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    root = tmp_path_factory.mktemp("horizons")
+    config = root / "horizons.yaml"
+    config.write_text(yaml.safe_dump(SHORT, sort_keys=False))
+    out = root / "out"
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    log = StringIO()
+    with redirect_stdout(log):
+        assert main(["experiment", "horizons", str(config), "--output-dir", str(out)]) == 0
+    return config, out, log.getvalue()
+
+
+def test_one_row_per_rule_runs_and_figures(experiment: tuple[Path, Path, str]) -> None:
+    _, out, _ = experiment
+    summary = json.loads((out / "summary.json").read_text())
+    assert [row["rule"] for row in summary["rules"]] == list(RULES)
+    for rule in RULES:
+        run = out / rule / "seed-0"
+        for name in ("config.yaml", "log_history.json", "results.json", "done"):
+            assert (run / name).is_file(), run / name
+        assert yaml.safe_load((run / "config.yaml").read_text())["rule"] == RULES[rule]
+        after = json.loads((run / "results.json").read_text())["after"]
+        assert len(after["episodes"]) == 2 * SHORT["eval_tasks"]  # both levels, every rule the same tasks
+        assert after["max_turns"] == 3  # the longest horizon, for every rule
+    assert summary["before_rl"]["success"]["n"] == 1
+    for figure in ("reward.png", "turns.png"):
+        assert (out / figure).stat().st_size > 1000
+    table = (out / "summary.md").read_text()
+    assert all(f"| {rule} |" in table for rule in RULES)
+
+
+def test_max_turn_limit_follows_each_rule(experiment: tuple[Path, Path, str]) -> None:
+    _, out, _ = experiment
+    limits = {
+        row["rule"]: row["max_turns_over_steps"][0] for row in json.loads((out / "summary.json").read_text())["rules"]
+    }
+    assert limits["fixed"] == [2, 2, 2]
+    assert limits["staged"] == [2, 2, 3]  # the second stage starts at step 2 (every: 2)
+    # truncation_threshold 0, any plateau: the adaptive rule rises once it has logged 2 x window steps
+    assert limits["adaptive"] == [2, 2, 3]
+
+
+def test_every_rule_saw_the_same_episodes(experiment: tuple[Path, Path, str]) -> None:
+    _, out, _ = experiment
+    rows = json.loads((out / "summary.json").read_text())["rules"]
+    assert {tuple(row["episodes"]) for row in rows} == {(STEPS * EPISODES_PER_STEP,)}
+    assert all(row["generated_tokens"]["mean"] > 0 for row in rows)
+
+
+def test_rerun_skips_finished_runs_and_summary_only_rereads(
+    experiment: tuple[Path, Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, out, _ = experiment
+    results = {rule: (out / rule / "seed-0" / "results.json") for rule in RULES}
+    stamps = {rule: path.stat().st_mtime_ns for rule, path in results.items()}
+    capsys.readouterr()
+    assert main(["experiment", "horizons", str(config), "--output-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "seed 0: shared start done, skipped" in printed
+    assert all(f"{rule} seed 0: done, skipped" in printed for rule in RULES)
+    assert {rule: path.stat().st_mtime_ns for rule, path in results.items()} == stamps
+
+    (out / "summary.md").unlink()
+    (out / "reward.png").unlink()
+    assert main(["experiment", "horizons", str(config), "--output-dir", str(out), "--summary-only"]) == 0
+    assert (out / "summary.md").is_file() and (out / "reward.png").is_file()
+    assert {rule: path.stat().st_mtime_ns for rule, path in results.items()} == stamps
+
+
+def test_packaged_config_and_bad_rules() -> None:
+    experiment = load_experiment(DEFAULT_CONFIG)
+    assert [rule.name for rule in experiment.rules] == ["fixed-short", "fixed-long", "scalinginter", "adaptive"]
+    assert experiment.seeds == [0, 1, 2] and experiment.eval_max_turns == 12
+    with pytest.raises(ValueError, match="every: N"):
+        load_experiment(DEFAULT_CONFIG, ["--rules", "{staged: {max_turns: [4, 8]}}"])
+    with pytest.raises(ValueError, match="either max_turns"):
+        load_experiment(DEFAULT_CONFIG, ["--rules", "{odd: {max_turns: [4], adaptive: [4, 8]}}"])
