@@ -32,8 +32,6 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 #: The experiment's default config (packaged): the CPU miniature.
 DEFAULT_CONFIG = Path(__file__).parent.parent / "configs" / "experiments" / "horizons.yaml"
 #: Keys of the config that describe the experiment; every other key is a `PipelineConfig` or GRPO setting.
@@ -121,6 +119,8 @@ class Experiment:
 
 def load_experiment(path: str | Path, overrides: list[str] | None = None, output_dir: str | None = None) -> Experiment:
     """Read the experiment's YAML with `--key value` overrides (values parse as YAML: `--seeds [0]`)."""
+    import yaml  # the [train] extra's, as everything an experiment runs
+
     config = yaml.safe_load(Path(path).read_text())
     if not isinstance(config, dict):
         raise ValueError(f"{path}: the config must be a YAML mapping")
@@ -224,6 +224,8 @@ def evaluate_mix(model: Any, tokenizer: Any, experiment: Experiment, pipeline: A
 def prepare_seed(experiment: Experiment, seed: int) -> None:
     """The shared start of a seed: tiny model (or `model`), SFT on expert episodes of every level, and
     the before-RL evaluation. The model goes to `work_dir/seed-N/start-model`."""
+    import yaml
+
     out, work = experiment.seed_dir(seed), experiment.work_dir / f"seed-{seed}"
     out.mkdir(parents=True, exist_ok=True)
     settings = _seed_settings(experiment, seed, output_dir=str(work))
@@ -318,6 +320,8 @@ def mix_dataset(experiment: Experiment, args: Any) -> Any:
 
 def train_run(experiment: Experiment, rule: Rule, seed: int) -> None:
     """One run: GRPO from the seed's start model under `rule`, then the held-out evaluation."""
+    import yaml
+
     out, work = experiment.run_dir(rule, seed), experiment.work_dir / rule.name / f"seed-{seed}"
     out.mkdir(parents=True, exist_ok=True)
     settings = _seed_settings(experiment, seed, output_dir=str(work))
