@@ -7,7 +7,7 @@ Usage (after `agentgym train babyai_demo --output_dir RUN`, which saves RUN/sft-
 Runs `agentgym eval` for each policy twice, with the demo's env settings: success against max turns
 (2,4,6,8,10 on 100 test tasks, one episode each) and Pass@K (16 episodes on 50 test tasks, max turns 8,
 the demo's last horizon). The full JSONs (every transcript) stay in --scratch, where a rerun finds
-and reuses them; once every model exists, --out gets a small summary (the curves, and per episode
+and reuses them; --out gets a small summary (the curves, and per episode
 only task, sample, category, success, turns) and two figures with one line per policy.
 """
 
@@ -78,9 +78,9 @@ def main_(argv: list[str] | None = None) -> None:
     missing = [model for model in policies.values() if model not in ("random", "expert") and not Path(model).is_dir()]
     results = {label: evaluate(label, model, args.scratch) for label, model in policies.items() if model not in missing}
     if missing:
-        print(f"not evaluated yet (no such model): {missing}; rerun when they exist")
-        return
-    (args.out / "summary.json").write_text(json.dumps({"env_id": ENV, "settings": SETTINGS, **results}, indent=1))
+        print(f"not evaluated (no such model): {missing}; rerun when they exist")
+    summary = {"env_id": ENV, "settings": SETTINGS, "not_evaluated": missing, **results}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     for name, file, x_label, y_label in (
         ("max_turns_curve", "max-turns.png", "max turns", "success"),
         ("pass_at_k_curve", "pass-at-k.png", "K", "Pass@K"),
