@@ -154,6 +154,15 @@ class RemoteEnv(TextEnv):
         return self.description["system_prompt"]
 
     @property
+    def stop_strings(self) -> tuple[str, ...] | None:  # type: ignore[override]
+        given = self.description.get("stop_strings")  # absent from older servers: None, the format's defaults
+        return None if given is None else tuple(given)
+
+    @property
+    def default_max_turn_tokens(self) -> int | None:  # type: ignore[override]
+        return self.description.get("default_max_turn_tokens")
+
+    @property
     def splits(self) -> tuple[str, ...]:  # type: ignore[override]
         return tuple(self.description["splits"])
 

@@ -39,6 +39,12 @@ class EnvDescription(BaseModel):
     default_max_turns: int | None
     action_format: str | None = Field(description="The action parser a multi-turn wrapper uses.")
     system_prompt: str
+    stop_strings: list[str] | None = Field(
+        None, description="Where a reply ends (generation stops before any of them); null: the action format's."
+    )
+    default_max_turn_tokens: int | None = Field(
+        None, description="The scenario's reply budget in tokens; null: the action format's."
+    )
     splits: dict[str, int] = Field(description="Split name -> number of tasks.")
     metadata: dict[str, Any]
     has_expert: bool = Field(description="Whether POST /sessions/{id}/expert can make a scripted expert.")

@@ -80,6 +80,10 @@ def describe_space(space: gym.Space) -> dict[str, Any]:
     return {"type": type(space).__name__, "repr": repr(space)}
 
 
+def _optional_list(values: Any) -> list[Any] | None:
+    return None if values is None else list(values)
+
+
 def describe_env(env_id: str, env: gym.Env) -> dict[str, Any]:
     """What a client mirrors of an env: spaces, the scenario's class attributes, splits with their sizes."""
     base = env.unwrapped
@@ -94,6 +98,8 @@ def describe_env(env_id: str, env: gym.Env) -> dict[str, Any]:
         "default_max_turns": getattr(base, "default_max_turns", None),
         "action_format": getattr(base, "action_format", None),
         "system_prompt": getattr(base, "system_prompt", ""),
+        "stop_strings": _optional_list(getattr(base, "stop_strings", None)),
+        "default_max_turn_tokens": getattr(base, "default_max_turn_tokens", None),
         "splits": counts,
         "metadata": metadata,
         "has_expert": isinstance(base, TextEnv) and type(base).make_expert is not TextEnv.make_expert,

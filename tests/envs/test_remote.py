@@ -29,6 +29,7 @@ from agentgym_envs.remote import (
 from agentgym_envs.remote.local import ServerThread
 from agentgym_envs.remote.server import create_app
 from agentgym_wrappers import MultiTurnWrapper
+from agentgym_wrappers.stops import DEFAULT_TURN_TOKENS, FORMAT_STOPS, stop_strings_for, turn_tokens_for
 
 BABYAI = "AgentGym/BabyAI-v0"
 LOCAL = "AgentGym/BabyAI-GoToLocal-v0"
@@ -121,6 +122,20 @@ def test_client_mirrors_spaces_attributes_tasks_and_episodes(server) -> None:
     env.close()
     env.close()  # idempotent
     twin.close()
+
+
+def test_client_mirrors_the_stop_strings_and_reply_budget(server, monkeypatch) -> None:
+    local = type(gym.make(LOCAL).unwrapped)
+    monkeypatch.setattr(local, "stop_strings", ("\nENV:", "<obs>"))
+    monkeypatch.setattr(local, "default_max_turn_tokens", 77)
+    remote = gym.make("AgentGym/Remote-v0", base_url=server.base_url, env_id=LOCAL)
+    assert stop_strings_for(remote) == ("\nENV:", "<obs>") and turn_tokens_for(remote) == 77
+    # An env that declares neither: the client, like the wrapper, falls back to its action format's.
+    monkeypatch.setattr(local, "stop_strings", None)
+    monkeypatch.setattr(local, "default_max_turn_tokens", None)
+    plain = gym.make("AgentGym/Remote-v0", base_url=server.base_url, env_id=LOCAL)
+    assert plain.unwrapped.stop_strings is None and plain.unwrapped.default_max_turn_tokens is None
+    assert stop_strings_for(plain) == FORMAT_STOPS["action_line"] and turn_tokens_for(plain) == DEFAULT_TURN_TOKENS
 
 
 def test_multiturn_wrapper_reads_the_remote_scenario(server) -> None:
