@@ -54,8 +54,10 @@ class WebArenaEnv(TextEnv):
     #1007", "What is the price of the Aurora Desk Lamp?"). Tasks are WebArena JSON configs and are
     scored by WebArena's evaluators (answer string match, final URL match, and checks of page
     content after the episode, e.g. that the order really is canceled). By default the env serves
-    its own offline shop (`http://shop.test`, run on a loopback port for this env, its database
-    restored at every reset) with 24 bundled tasks; with `config_dir` it runs a user's WebArena
+    its own offline sites (`agentgym_envs.webarena.sites`: the shop `http://shop.test`, a homepage
+    `http://home.test` and every other embedded site, on one loopback port for this env, their
+    databases restored at every reset) with the bundled tasks (`task_splits`: instances of each
+    site's task templates, plus the shop's hand-written configs); with `config_dir` it runs a user's WebArena
     configs against the user's WebArena sites, whose URLs come from WebArena's environment
     variables (`SHOPPING`, `SHOPPING_ADMIN`, `REDDIT`, `GITLAB`, `MAP`, `WIKIPEDIA`, `HOMEPAGE`).
     All envs of a process share one browser; each episode gets a fresh browser context.
@@ -87,15 +89,17 @@ class WebArenaEnv(TextEnv):
     using it, and the next reset of any of them relaunches it.
 
     ## Safety
-    Only the task's own origins and `allowed_origins` can be reached; other hosts, `file://`,
+    Only the task's own origins (with the embedded sites: all of them, which link to each other)
+    and `allowed_origins` can be reached; other hosts, `file://`,
     `chrome://` and downloads are blocked by request routing, the agent is told, and the attempts
     are counted in `info["blocked_navigations"]`, `info["blocked_downloads"]` and
-    `info["blocked_requests"]`. The embedded shop's loopback port answers only this env's browser
+    `info["blocked_requests"]`. The embedded sites' loopback port answers only this env's browser
     context: each reset makes a new secret that the context carries as an HTTP-only cookie, and any
     other request (another local process, an earlier episode) gets 403.
 
     ## Registered ids
-    `AgentGym/WebArena-v0`: the bundled tasks on the embedded shop (splits `train` and `test`).
+    `AgentGym/WebArena-v0`: the bundled tasks on the embedded sites (splits `train` and `test`;
+    `info["category"]` is the site, `info["kind"]` the task kind: info, nav, state or na).
 
     Args:
         config_dir: A directory of WebArena task configs (see `tasks`); None for the bundled tasks.
@@ -225,7 +229,8 @@ class WebArenaEnv(TextEnv):
             urls = site_urls_from_environment(self._site_urls)
             self._site_helpers = site_helpers(urls)
         resolved = task.resolve(urls)
-        site_origins = [urls[site] for site in task.sites if site in urls]
+        # The embedded sites link to each other (the homepage, the shop's admin): all of them are open.
+        site_origins = list(urls.values()) if self._embedded is not None else [urls[s] for s in task.sites if s in urls]
         policy = OriginPolicy([*resolved.start_urls, *site_origins, *self.allowed_origins])
         storage_state = resolved.storage_state_path()
         if not self._acquired:
@@ -238,6 +243,7 @@ class WebArenaEnv(TextEnv):
         self._steps, self._offset, self._previous = 0, 0, "None"
         info = {
             "category": task.category,
+            "kind": task.kind,
             "instruction": task.intent,
             "available_actions": None,
             "sites": task.sites,

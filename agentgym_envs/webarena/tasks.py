@@ -14,6 +14,7 @@ tasks form the split `test`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Mapping
@@ -36,6 +37,8 @@ EVAL_TYPES = ("string_match", "url_match", "program_html")
 SPLIT_DIRS = ("train", "dev", "test")
 #: Key of the scripted plan in bundled configs (WebArena ignores keys it does not know).
 EXPERT_KEY = "agentgym_expert"
+#: Key of the task kind (info, nav, state, na) in bundled configs.
+KIND_KEY = "agentgym_kind"
 
 
 class TaskConfigError(ValueError):
@@ -61,6 +64,21 @@ class Task:
     def category(self) -> str:
         """The site (WebArena's `sites`, joined with `+` for multi-site tasks)."""
         return "+".join(self.sites) or "unknown"
+
+    @property
+    def kind(self) -> str:
+        """The task kind (`task_templates.KINDS`): the config's `agentgym_kind`, else read off its
+        evaluation: a state check is `state`, a URL alone `nav`, the answer "N/A" `na`, else `info`."""
+        kind = self.config.get(KIND_KEY)
+        if kind:
+            return str(kind)
+        evaluation = self.eval
+        if "program_html" in evaluation["eval_types"]:
+            return "state"
+        if evaluation["eval_types"] == ["url_match"]:
+            return "nav"
+        answers = evaluation.get("reference_answers") or {}
+        return "na" if "N/A" in (answers.get("exact_match"), answers.get("fuzzy_match")) else "info"
 
     @property
     def intent(self) -> str:
@@ -185,9 +203,23 @@ class TaskCatalog:
 
     @classmethod
     def bundled(cls) -> TaskCatalog:
-        """The tasks shipped with the package, for the embedded sites."""
-        with resources.as_file(resources.files(__package__).joinpath("tasks")) as folder:
-            return cls.from_directory(folder)
+        """The tasks shipped with the package, for the embedded sites: the splits made from every
+        embedded site's task templates (`task_splits`) and the hand-written configs under `tasks/`.
+
+        Made once per process and shared (read-only) by every env.
+        """
+        return _bundled()
+
+
+@functools.lru_cache(maxsize=1)
+def _bundled() -> TaskCatalog:
+    from agentgym_envs.webarena.task_splits import bundled_template_tasks
+
+    tasks: list[Task] = list(bundled_template_tasks())
+    with resources.as_file(resources.files(__package__).joinpath("tasks")) as folder:
+        if any(folder.rglob("*.json")):
+            tasks += TaskCatalog.from_directory(folder).by_id.values()
+    return TaskCatalog(tasks)
 
 
 def site_urls_from_environment(overrides: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -192,9 +192,9 @@ def test_hostile_input_gets_a_page_that_says_what_was_wrong(env: WebArenaEnv) ->
 def test_only_the_episodes_own_browser_context_reaches_the_shop(env: WebArenaEnv) -> None:
     env.reset(options={"task_id": "14"})  # cancel order #1007
     shop = env._embedded
-    (old,) = shop.cookies()
+    old = shop.cookies()[0]  # one per embedded site, all with the episode's secret
     cookies = env._manager.call(lambda: env._session.context.cookies())
-    assert [(c["name"], c["value"], c["httpOnly"]) for c in cookies] == [(SECRET_COOKIE, old["value"], True)]
+    assert {(c["name"], c["value"], c["httpOnly"]) for c in cookies} == {(SECRET_COOKIE, old["value"], True)}
     assert page_eval(env, "document.cookie") == ""  # the page's scripts cannot read the secret
     host, port = shop.proxy.removeprefix("http://").split(":")
     for target in ("http://shop.test/orders/1007/cancel", "/orders/1007/cancel"):  # as a proxy, as a server
@@ -206,10 +206,10 @@ def test_only_the_episodes_own_browser_context_reaches_the_shop(env: WebArenaEnv
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": shop.proxy}))
     with pytest.raises(urllib.error.HTTPError, match="403"):
         opener.open("http://shop.test/cart/add", data=b"sku=EL-1001&qty=3", timeout=5)
-    assert shop._databases[0].order(1007)["status"] == "Pending" and len(shop._databases[0].cart()) == 1
+    assert shop.database("shopping").order(1007)["status"] == "Pending" and len(shop.database("shopping").cart()) == 1
     rollout = expert_rollout(env, options={"task_id": "14"})  # a new episode, a new secret
     assert rollout["info"]["success"]
-    (new,) = shop.cookies()
+    new = shop.cookies()[0]
     assert new["value"] != old["value"]
     conn = http.client.HTTPConnection(host, int(port), timeout=5)
     conn.request("GET", "/cart", headers={"Host": "shop.test", "Cookie": f"{SECRET_COOKIE}={old['value']}"})
@@ -253,7 +253,8 @@ def test_blocked_hosts_files_browser_pages_and_downloads(env: WebArenaEnv) -> No
     for url in ["file:///etc/passwd", "chrome://version", "http://shop.test.evil.test/", "https://shop.test/"]:
         navigations = env._counters()["blocked_navigations"]
         observation, info = step(env, f"goto [{url}]")
-        assert not info["valid_action"] and "outside this task's websites (http://shop.test)" in observation
+        assert not info["valid_action"]
+        assert re.search(r"outside this task's websites \([^)]*http://shop\.test\b", observation)
         assert info["blocked_navigations"] == navigations + 1 and info["url"] == "http://shop.test/"
     assert "other sites, local files, browser pages and downloads are blocked" in env.system_prompt
 

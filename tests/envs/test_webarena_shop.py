@@ -102,7 +102,7 @@ def test_dispatcher_serves_proxy_style_requests_for_its_hosts_only(shop: tuple[T
 
 def state(db: ShopDB) -> tuple:
     """Everything an agent can change in the shop."""
-    return db.cart(), db.orders(), db.reviews("OU-3001"), db.customer()
+    return db.cart(), db.orders(), db.reviews("OU-3001"), db.customer(), db.addresses(), db.wishlist()
 
 
 LONG_NUMBER = "9" * 5000  # longer than Python's int-parsing limit
@@ -202,7 +202,7 @@ def proxy_request(proxy: str, method: str, target: str, cookie: str | None = Non
 
 
 def test_embedded_sites_run_on_a_loopback_port_answer_only_their_secret_and_stop() -> None:
-    sites = EmbeddedSites()
+    sites = EmbeddedSites(("shopping",))
     sites.start()
     try:
         assert sites.urls == {"shopping": "http://shop.test"}
@@ -245,6 +245,17 @@ ROUTES = [
     ("POST", "/checkout", "name={}&street=a&city=b&zip={}&shipping=Express"),
     ("POST", "/account/address", "street={}&city=a&zip={}"),
     ("POST", "/product/OU-3001/review", "rating={}&title={}&body=b"),
+    ("GET", "/search?q=a&min_price={}&max_price={}&rating={}&page={}", ""),
+    ("GET", "/category/home?category={}&page={}", ""),
+    ("GET", "/orders?status={}&page={}", ""),
+    ("POST", "/wishlist/add", "sku={}"),
+    ("POST", "/wishlist/remove", "sku={}"),
+    ("POST", "/account/edit", "name={}&email={}"),
+    ("POST", "/account/addresses", "name={}&street=a&city={}&zip=1"),
+    ("GET", "/account/addresses/{}", ""),
+    ("POST", "/account/addresses/{}", "name=a&street={}&city=c&zip=1"),
+    ("POST", "/account/addresses/{}/delete", ""),
+    ("POST", "/account/addresses/{}/default", ""),
 ]
 
 

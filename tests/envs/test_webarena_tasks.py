@@ -97,7 +97,7 @@ def test_missing_or_empty_directories_are_reported(tmp_path: Path) -> None:
 
 def test_bundled_tasks_cover_every_evaluator_and_state_changes() -> None:
     catalog = TaskCatalog.bundled()
-    tasks = list(catalog.by_id.values())
+    tasks = [task for task in catalog.by_id.values() if task.source is not None]  # the hand-written configs
     assert len(tasks) >= 12 and catalog.splits == ("train", "test")
     kinds = {kind for task in tasks for kind in task.eval["eval_types"]}
     assert kinds == {"string_match", "url_match", "program_html"}
@@ -106,6 +106,6 @@ def test_bundled_tasks_cover_every_evaluator_and_state_changes() -> None:
     state_changing = [t for t in tasks if "program_html" in t.eval["eval_types"]]
     assert len(state_changing) >= 4 and all(t.config["require_reset"] for t in state_changing)
     for split in catalog.splits:  # each split exercises all three evaluators
-        assert {k for t in catalog.by_split[split] for k in t.eval["eval_types"]} == kinds
+        assert {k for t in tasks if t.split == split for k in t.eval["eval_types"]} == kinds
     assert {task.category for task in tasks} == {"shopping"}
     assert all(task.expert_plan and task.config["start_url"] == "__SHOPPING__" for task in tasks)
