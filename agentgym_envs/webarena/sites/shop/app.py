@@ -1,6 +1,8 @@
-"""Loopback Market: a small shop (Starlette + Jinja2 + SQLite) with search, categories, product
-pages and reviews, a cart, checkout, orders and an account page. No JavaScript: every change is a
-plain form POST answered by a redirect, so pages are deterministic and render fast.
+"""Loopback Market: a small shop (Starlette + Jinja2 + SQLite) with search (sort, price and rating
+filters, all in the URL query), categories, product pages and reviews, a cart, checkout, orders with
+statuses, a wish list, an address book and an account page. Lists are paginated (`PAGE_SIZE`). No
+JavaScript: every change is a plain form POST answered by a redirect, so pages are deterministic and
+render fast.
 
 Input is checked as a real shop checks it: a malformed value gets a 400 page, a well-formed one out of
 bounds (a quantity over the cart's limit, an over-long field or query) a 422 page, an unknown id a 404
@@ -18,7 +20,16 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from agentgym_envs.webarena.sites.shop.db import MAX_QUANTITY, SHIPPING, SORTS, ShopDB, money
+from agentgym_envs.webarena.sites.shop.db import (
+    MAX_QUANTITY,
+    PAGE_SIZE,
+    SHIPPING,
+    SORTS,
+    STATUSES,
+    Filters,
+    ShopDB,
+    money,
+)
 
 SITE_NAME = "Loopback Market"
 #: The longest search query, in characters.
@@ -32,7 +43,13 @@ MAX_TEXT = {
     "street": (200, "street"),
     "city": (100, "city"),
     "zip": (20, "ZIP code"),
+    "email": (100, "email address"),
 }
+_PAGE = re.compile(r"[1-9][0-9]{0,3}")
+_PRICE = re.compile(r"([0-9]{1,6})(?:\.([0-9]{1,2}))?")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+#: The listing filters a URL query may carry, and the sort; the links of a listing keep them.
+LISTING_KEYS = ("category", "min_price", "max_price", "rating", "sort")
 _WHOLE_NUMBER = re.compile(r"[0-9]+")
 _ORDER_NUMBER = re.compile(r"[0-9]{1,9}")  # shorter than SQLite's 64-bit integers and Python's parsing limit
 
@@ -62,6 +79,58 @@ def check_lengths(data: dict[str, str], *keys: str) -> None:
         limit, label = MAX_TEXT[key]
         if len(data.get(key, "")) > limit:
             raise Refused(422, f"The {label} can be at most {limit} characters long.")
+
+
+def parse_page(text: str) -> int:
+    """A page number from a URL query (empty: the first page), or `Refused`."""
+    if not text:
+        return 1
+    if not _PAGE.fullmatch(text):
+        raise Refused(400, "The page must be a whole number from 1 to 9999.")
+    return int(text)
+
+
+def parse_price(text: str, what: str) -> int | None:
+    """Dollars (`12` or `12.5`) from a URL query as cents; None when empty."""
+    if not text:
+        return None
+    found = _PRICE.fullmatch(text)
+    if found is None:
+        raise Refused(400, f"The {what} must be an amount in dollars such as 25 or 19.99.")
+    return int(found.group(1)) * 100 + int((found.group(2) or "0").ljust(2, "0"))
+
+
+def parse_filters(params: dict[str, str]) -> Filters:
+    """The filters of a listing's URL query, or `Refused`."""
+    rating = params.get("rating", "")
+    if rating not in ("", "1", "2", "3", "4"):
+        raise Refused(400, "The rating filter must be 1, 2, 3 or 4 (stars and up).")
+    return Filters(
+        min_price=parse_price(params.get("min_price", ""), "lowest price"),
+        max_price=parse_price(params.get("max_price", ""), "highest price"),
+        min_rating=int(rating or 0),
+    )
+
+
+def paginate(rows: list[dict[str, Any]], page: int) -> list[dict[str, Any]]:
+    return rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+
+
+def page_links(path: str, params: dict[str, str], page: int, total: int) -> list[tuple[str, str, bool]]:
+    """(label, url, is_current) of a list's pages, with the previous and next page (none for one page)."""
+    last = max(1, -(-total // PAGE_SIZE))
+    if last == 1:
+        return []
+
+    def link(number: int) -> str:
+        query = urlencode({key: value for key, value in {**params, "page": str(number)}.items() if value})
+        return f"{path}?{query}"
+
+    links = [("Previous page", link(page - 1), False)] if page > 1 else []
+    links += [(f"Page {number}", link(number), number == page) for number in range(1, last + 1)]
+    if page < last:
+        links.append(("Next page", link(page + 1), False))
+    return links
 
 
 def order_number(text: str) -> int | None:
@@ -99,16 +168,43 @@ def create_app(db: ShopDB) -> Starlette:
         return page("home.html", products=db.featured())
 
     def sort_links(path: str, params: dict[str, str], sort: str) -> list[tuple[str, str, bool]]:
-        """(label, url, is_current) for each sort order of a listing."""
+        """(label, url, is_current) for each sort order of a listing (its filters kept)."""
         links = []
         for key, (label, _) in SORTS.items():
-            query = urlencode({**params, "sort": key} if key else params)
+            query = urlencode({k: v for k, v in {**params, "sort": key}.items() if v})
             links.append((label, f"{path}?{query}" if query else path, key == sort))
         return links
 
+    def listing(request: Request, path: str, title: str, base: dict[str, str], find: Any, **context: Any) -> Response:
+        """A paginated, sorted, filtered product list; `find(sort, filters)` gives all its products."""
+        query = request.query_params
+        params = {**base, **{key: query.get(key, "").strip() for key in LISTING_KEYS if key not in base}}
+        sort = params.pop("sort", "")
+        sort = sort if sort in SORTS else ""
+        try:
+            filters = parse_filters(params)
+            number = parse_page(query.get("page", ""))
+        except Refused as refused:
+            return page(
+                "listing.html", status_code=refused.status, title=title, products=[], total=0, params=params,
+                sort_links=[], page_links=[], path=path, error=refused.message, **context,
+            )  # fmt: skip
+        products = find(sort, filters)
+        return page(
+            "listing.html",
+            title=title,
+            products=paginate(products, number),
+            total=len(products),
+            first=(number - 1) * PAGE_SIZE + 1,
+            params={**params, "sort": sort},
+            path=path,
+            sort_links=sort_links(path, params, sort),
+            page_links=page_links(path, {**params, "sort": sort}, number, len(products)),
+            **context,
+        )
+
     async def search(request: Request) -> Response:
         query = request.query_params.get("q", "").strip()
-        sort = request.query_params.get("sort", "")
         if len(query) > MAX_QUERY:
             return page(
                 "listing.html",
@@ -116,28 +212,34 @@ def create_app(db: ShopDB) -> Starlette:
                 title="Search",
                 query=query[:MAX_QUERY],
                 products=[],
+                total=0,
+                params={},
                 sort_links=[],
+                page_links=[],
+                path="/search",
                 error=f"Search queries can be at most {MAX_QUERY} characters long.",
             )
-        return page(
-            "listing.html",
-            title=f"Search results for '{query}'",
-            query=query,
-            products=db.search(query, sort),
-            sort_links=sort_links("/search", {"q": query}, sort),
-        )
+        slug = request.query_params.get("category", "").strip()
+        if slug and db.category(slug) is None:
+            return not_found("category")
+
+        def find(sort: str, filters: Filters) -> list[dict[str, Any]]:
+            found = db.search(query, sort, filters)
+            return [p for p in found if p["category"] == slug] if slug else found
+
+        return listing(request, "/search", f"Search results for '{query}'", {"q": query}, find, query=query)
 
     async def category(request: Request) -> Response:
         found = db.category(request.path_params["slug"])
         if found is None:
             return not_found("category")
-        sort = request.query_params.get("sort", "")
-        path = f"/category/{found['slug']}"
-        return page(
-            "listing.html",
-            title=found["name"],
-            products=db.in_category(found["slug"], sort),
-            sort_links=sort_links(path, {}, sort),
+        slug = found["slug"]
+        return listing(
+            request,
+            f"/category/{slug}",
+            found["name"],
+            {"category": ""},  # a category page has no category filter
+            lambda sort, filters: db.in_category(slug, sort, filters),
         )
 
     async def product(request: Request) -> Response:
@@ -254,11 +356,20 @@ def create_app(db: ShopDB) -> Starlette:
 
     async def orders(request: Request) -> Response:
         status = request.query_params.get("status", "").lower()
+        try:
+            number = parse_page(request.query_params.get("page", ""))
+        except Refused as refused:
+            return page("orders.html", status_code=refused.status, orders=[], total=0, status=status,
+                        statuses=STATUSES, page_links=[], error=refused.message)  # fmt: skip
+        found = db.orders(status)
         return page(
             "orders.html",
-            orders=db.orders(status),
+            orders=paginate(found, number),
+            total=len(found),
+            first=(number - 1) * PAGE_SIZE + 1,
             status=status,
-            statuses=["pending", "shipped", "complete", "canceled"],
+            statuses=STATUSES,
+            page_links=page_links("/orders", {"status": status}, number, len(found)),
         )
 
     async def latest_order(request: Request) -> Response:
@@ -296,6 +407,95 @@ def create_app(db: ShopDB) -> Starlette:
         db.update_address(*fields)
         return back_to("/account")
 
+    async def account_form(request: Request) -> Response:
+        return page("account_edit.html", customer=db.customer())
+
+    async def save_account(request: Request) -> Response:
+        data = await form(request)
+        name, email = data.get("name", ""), data.get("email", "")
+        try:
+            if not (name and email):
+                raise Refused(400, "Please fill in your full name and your email address.")
+            check_lengths(data, "name", "email")
+            if not _EMAIL.fullmatch(email):
+                raise Refused(422, "The email address must look like name@example.com.")
+        except Refused as refused:
+            return page("account_edit.html", status_code=refused.status, customer=db.customer(), error=refused.message)
+        db.update_account(name, email)
+        return back_to("/account")
+
+    async def address_book(request: Request) -> Response:
+        return page("addresses.html", addresses=db.addresses())
+
+    def address_fields(data: dict[str, str]) -> list[str]:
+        """name, street, city, ZIP of an address form, or `Refused`."""
+        fields = [data.get(key, "") for key in ("name", "street", "city", "zip")]
+        if not all(fields):
+            raise Refused(400, "Please fill in the full name, the street, the city and the ZIP code.")
+        check_lengths(data, "name", "street", "city", "zip")
+        return fields
+
+    def address_id(request: Request) -> dict[str, Any] | None:
+        number = order_number(request.path_params["id"])
+        return db.address(number) if number is not None else None
+
+    async def new_address_form(request: Request) -> Response:
+        return page("address_book_form.html", address=None)
+
+    async def add_address(request: Request) -> Response:
+        data = await form(request)
+        try:
+            fields = address_fields(data)
+        except Refused as refused:
+            return page("address_book_form.html", status_code=refused.status, address=None, error=refused.message)
+        db.add_address(*fields)
+        return back_to("/account/addresses")
+
+    async def edit_address_form(request: Request) -> Response:
+        found = address_id(request)
+        return page("address_book_form.html", address=found) if found else not_found("address")
+
+    async def edit_address(request: Request) -> Response:
+        found = address_id(request)
+        if found is None:
+            return not_found("address")
+        try:
+            fields = address_fields(await form(request))
+        except Refused as refused:
+            return page("address_book_form.html", status_code=refused.status, address=found, error=refused.message)
+        db.edit_address(found["id"], *fields)
+        return back_to("/account/addresses")
+
+    async def delete_address(request: Request) -> Response:
+        found = address_id(request)
+        if found is None:
+            return not_found("address")
+        if not db.delete_address(found["id"]):
+            message = "The default address cannot be deleted; make another address the default first."
+            return page("addresses.html", status_code=422, addresses=db.addresses(), error=message)
+        return back_to("/account/addresses")
+
+    async def default_address(request: Request) -> Response:
+        found = address_id(request)
+        if found is None:
+            return not_found("address")
+        db.set_default_address(found["id"])
+        return back_to("/account/addresses")
+
+    async def wishlist(request: Request) -> Response:
+        return page("wishlist.html", items=db.wishlist())
+
+    async def wishlist_add(request: Request) -> Response:
+        sku = (await form(request)).get("sku", "")
+        if db.product(sku) is None:
+            return not_found("product")
+        db.add_to_wishlist(sku)
+        return back_to("/wishlist")
+
+    async def wishlist_remove(request: Request) -> Response:
+        db.remove_from_wishlist((await form(request)).get("sku", ""))
+        return back_to("/wishlist")
+
     async def missing(request: Request, exc: Exception) -> Response:
         return not_found("page")
 
@@ -318,5 +518,17 @@ def create_app(db: ShopDB) -> Starlette:
         Route("/account", account),
         Route("/account/address", address_form),
         Route("/account/address", save_address, methods=["POST"]),
+        Route("/account/edit", account_form),
+        Route("/account/edit", save_account, methods=["POST"]),
+        Route("/account/addresses", address_book),
+        Route("/account/addresses", add_address, methods=["POST"]),
+        Route("/account/addresses/new", new_address_form),
+        Route("/account/addresses/{id}", edit_address_form),
+        Route("/account/addresses/{id}", edit_address, methods=["POST"]),
+        Route("/account/addresses/{id}/delete", delete_address, methods=["POST"]),
+        Route("/account/addresses/{id}/default", default_address, methods=["POST"]),
+        Route("/wishlist", wishlist),
+        Route("/wishlist/add", wishlist_add, methods=["POST"]),
+        Route("/wishlist/remove", wishlist_remove, methods=["POST"]),
     ]
     return Starlette(routes=routes, exception_handlers={404: missing, 405: missing})

@@ -1,11 +1,15 @@
-"""The shop's data: an in-memory SQLite database built from `seed.sql`, restorable in a millisecond."""
+"""The shop's data: an in-memory SQLite database built from `seed.sql` and `catalog.py`, restorable in a
+millisecond."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+
+from agentgym_envs.webarena.sites.shop.catalog import populate
 
 #: The shop's "today": orders placed during an episode carry this date, so pages are deterministic.
 TODAY = "2024-05-01"
@@ -17,7 +21,35 @@ SORTS = {
     "price_asc": ("Price: low to high", "p.price, p.name"),
     "price_desc": ("Price: high to low", "p.price DESC, p.name"),
     "name": ("Name", "p.name"),
+    "rating": ("Rating: high to low", "rating IS NULL, rating DESC, p.name"),
 }
+#: Order statuses, in the order of their filter links.
+STATUSES = ("pending", "processing", "shipped", "complete", "canceled")
+#: Rows per page of every list.
+PAGE_SIZE = 20
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Filters of a product listing: prices in cents (inclusive), the least average rating (0: any)."""
+
+    min_price: int | None = None
+    max_price: int | None = None
+    min_rating: int = 0
+
+    def sql(self) -> tuple[str, tuple]:
+        """A HAVING clause over the listing's rows, and its arguments."""
+        clauses, args = ["1"], []
+        if self.min_price is not None:
+            clauses.append("p.price >= ?")
+            args.append(self.min_price)
+        if self.max_price is not None:
+            clauses.append("p.price <= ?")
+            args.append(self.max_price)
+        if self.min_rating:
+            clauses.append("AVG(r.rating) >= ?")
+            args.append(self.min_rating)
+        return " AND ".join(clauses), tuple(args)
 
 
 def money(cents: int) -> str:
@@ -29,6 +61,7 @@ def seed_connection() -> sqlite3.Connection:
     """A new connection on the seed data (rows as `sqlite3.Row`), for task templates to read."""
     connection = sqlite3.connect(":memory:", check_same_thread=False)
     connection.executescript(resources.files(__package__).joinpath("seed.sql").read_text(encoding="utf-8"))
+    populate(connection)
     connection.row_factory = sqlite3.Row
     return connection
 
@@ -71,17 +104,20 @@ class ShopDB:
     def category(self, slug: str) -> dict[str, Any] | None:
         return self._row("SELECT slug, name FROM categories WHERE slug = ?", slug)
 
-    def _products(self, where: str, args: tuple, sort: str) -> list[dict[str, Any]]:
+    def _products(self, where: str, args: tuple, sort: str, filters: Filters | None = None) -> list[dict[str, Any]]:
         order = SORTS.get(sort, SORTS[""])[1]
+        having, more = (filters or Filters()).sql()
         return self._rows(
             "SELECT p.*, c.name AS category_name, COUNT(r.id) AS review_count, AVG(r.rating) AS rating "
             "FROM products p JOIN categories c ON c.slug = p.category LEFT JOIN reviews r ON r.sku = p.sku "
-            f"WHERE {where} GROUP BY p.sku ORDER BY {order}",
+            f"WHERE {where} GROUP BY p.sku HAVING {having} ORDER BY {order}",
             *args,
+            *more,
         )
 
-    def search(self, query: str, sort: str = "") -> list[dict[str, Any]]:
-        """Products whose name or description holds every word of `query` (case-insensitive).
+    def search(self, query: str, sort: str = "", filters: Filters | None = None) -> list[dict[str, Any]]:
+        """Products whose name or description holds every word of `query` (case-insensitive), that pass
+        `filters`.
 
         Words match literally: `instr`, unlike `LIKE`, gives `%` and `_` no special meaning.
         """
@@ -90,10 +126,10 @@ class ShopDB:
             return []
         where = " AND ".join("(instr(LOWER(p.name), ?) > 0 OR instr(LOWER(p.description), ?) > 0)" for _ in words)
         args = tuple(arg for word in words for arg in (word, word))
-        return self._products(where, args, sort)
+        return self._products(where, args, sort, filters)
 
-    def in_category(self, slug: str, sort: str = "") -> list[dict[str, Any]]:
-        return self._products("p.category = ?", (slug,), sort)
+    def in_category(self, slug: str, sort: str = "", filters: Filters | None = None) -> list[dict[str, Any]]:
+        return self._products("p.category = ?", (slug,), sort, filters)
 
     def featured(self) -> list[dict[str, Any]]:
         return self._products("p.sku IN ('OF-4001', 'OU-3001', 'EL-1003', 'KI-2002')", (), "name")
@@ -106,9 +142,29 @@ class ShopDB:
         return self._rows("SELECT * FROM reviews WHERE sku = ? ORDER BY posted DESC, id DESC", sku)
 
     def customer(self) -> dict[str, Any]:
-        customer = self._row("SELECT * FROM customer WHERE id = 1")
+        """The signed-in customer with the fields of the default address."""
+        customer = self._row(
+            "SELECT c.id, c.name, c.email, c.default_address, a.street, a.city, a.zip "
+            "FROM customer c JOIN addresses a ON a.id = c.default_address WHERE c.id = 1"
+        )
         assert customer is not None
         return customer
+
+    def addresses(self) -> list[dict[str, Any]]:
+        """The address book, the default address first."""
+        return self._rows(
+            "SELECT a.*, a.id = c.default_address AS is_default FROM addresses a JOIN customer c "
+            "ORDER BY is_default DESC, a.id"
+        )
+
+    def address(self, address_id: int) -> dict[str, Any] | None:
+        return self._row("SELECT * FROM addresses WHERE id = ?", address_id)
+
+    def wishlist(self) -> list[dict[str, Any]]:
+        return self._rows(
+            "SELECT w.sku, w.added, p.name, p.price FROM wishlist w JOIN products p ON p.sku = w.sku "
+            "ORDER BY w.position"
+        )
 
     def cart(self) -> list[dict[str, Any]]:
         return self._rows(
@@ -177,7 +233,57 @@ class ShopDB:
         )
 
     def update_address(self, street: str, city: str, zip_code: str) -> None:
-        self._write(("UPDATE customer SET street = ?, city = ?, zip = ? WHERE id = 1", (street, city, zip_code)))
+        """Change the street, city and ZIP code of the default address."""
+        self._write(
+            (
+                "UPDATE addresses SET street = ?, city = ?, zip = ? "
+                "WHERE id = (SELECT default_address FROM customer WHERE id = 1)",
+                (street, city, zip_code),
+            )
+        )
+
+    def update_account(self, name: str, email: str) -> None:
+        self._write(("UPDATE customer SET name = ?, email = ? WHERE id = 1", (name, email)))
+
+    def add_address(self, name: str, street: str, city: str, zip_code: str) -> int:
+        """A new address book entry; returns its id."""
+        with self._lock:
+            cursor = self._live.execute(
+                "INSERT INTO addresses (name, street, city, zip) VALUES (?, ?, ?, ?)", (name, street, city, zip_code)
+            )
+            return int(cursor.lastrowid)
+
+    def edit_address(self, address_id: int, name: str, street: str, city: str, zip_code: str) -> None:
+        self._write(
+            (
+                "UPDATE addresses SET name = ?, street = ?, city = ?, zip = ? WHERE id = ?",
+                (name, street, city, zip_code, address_id),
+            )
+        )
+
+    def delete_address(self, address_id: int) -> bool:
+        """Delete an address that is not the default one; False when it is the default."""
+        with self._lock:
+            cursor = self._live.execute(
+                "DELETE FROM addresses WHERE id = ? AND id != (SELECT default_address FROM customer WHERE id = 1)",
+                (address_id,),
+            )
+            return cursor.rowcount == 1
+
+    def set_default_address(self, address_id: int) -> None:
+        self._write(("UPDATE customer SET default_address = ? WHERE id = 1", (address_id,)))
+
+    def add_to_wishlist(self, sku: str) -> None:
+        self._write(
+            (
+                "INSERT INTO wishlist VALUES (?, ?, (SELECT COALESCE(MAX(position), 0) + 1 FROM wishlist)) "
+                "ON CONFLICT(sku) DO NOTHING",
+                (sku, TODAY),
+            )
+        )
+
+    def remove_from_wishlist(self, sku: str) -> None:
+        self._write(("DELETE FROM wishlist WHERE sku = ?", (sku,)))
 
     def place_order(self, method: str, name: str, street: str, city: str, zip_code: str) -> int:
         """Turn the cart into a Pending order; returns its number."""

@@ -1,5 +1,6 @@
--- Loopback Market: the embedded shop's catalogue, customer, cart and order history.
--- Prices are in cents. Loaded into an in-memory SQLite database; restored on every reset.
+-- Loopback Market: the embedded shop's hand-written core: the first products, reviews and orders, the
+-- customer, the cart. `catalog.py` adds the generated rest (hundreds of products, reviews and orders, the
+-- address book and the wish list). Prices are in cents. Restored on every reset.
 
 CREATE TABLE categories (slug TEXT PRIMARY KEY, name TEXT NOT NULL, position INTEGER NOT NULL);
 CREATE TABLE products (
@@ -19,14 +20,20 @@ CREATE TABLE reviews (
     body TEXT NOT NULL,
     posted TEXT NOT NULL
 );
-CREATE TABLE customer (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
+CREATE TABLE addresses (
+    id INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
-    email TEXT NOT NULL,
     street TEXT NOT NULL,
     city TEXT NOT NULL,
     zip TEXT NOT NULL
 );
+CREATE TABLE customer (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    name TEXT NOT NULL,
+    email TEXT NOT NULL,
+    default_address INTEGER NOT NULL REFERENCES addresses(id)
+);
+CREATE TABLE wishlist (sku TEXT PRIMARY KEY REFERENCES products(sku), added TEXT NOT NULL, position INTEGER NOT NULL);
 CREATE TABLE cart (sku TEXT PRIMARY KEY REFERENCES products(sku), qty INTEGER NOT NULL CHECK (qty BETWEEN 1 AND 999), position INTEGER NOT NULL);
 CREATE TABLE orders (
     number INTEGER PRIMARY KEY,
@@ -53,7 +60,11 @@ INSERT INTO categories VALUES
     ('kitchen', 'Kitchen', 2),
     ('outdoor', 'Outdoor', 3),
     ('office', 'Office', 4),
-    ('home', 'Home', 5);
+    ('home', 'Home', 5),
+    ('garden', 'Garden', 6),
+    ('sports', 'Sports', 7),
+    ('toys', 'Toys', 8),
+    ('beauty', 'Beauty', 9);
 
 INSERT INTO products VALUES
     ('EL-1001', 'Nimbus Wireless Mouse', 'electronics', 2499, 40, 'A quiet two-button mouse with a scroll wheel and a 12-month battery.'),
@@ -102,7 +113,8 @@ INSERT INTO reviews VALUES
     (13, 'OF-4002', 'Daniel Park', 4, 'My back thanks me', 'Took 30 minutes to assemble.', '2024-02-25'),
     (14, 'HO-5002', 'Olivia Brown', 5, 'Smells wonderful', 'Burns evenly and fills the room.', '2024-01-12');
 
-INSERT INTO customer VALUES (1, 'Alex Morgan', 'alex.morgan@example.com', '42 Elm Street', 'Riverton', '30412');
+INSERT INTO addresses VALUES (1, 'Alex Morgan', '42 Elm Street', 'Riverton', '30412');
+INSERT INTO customer VALUES (1, 'Alex Morgan', 'alex.morgan@example.com', 1);
 
 INSERT INTO cart VALUES ('KI-2001', 1, 1);
 
