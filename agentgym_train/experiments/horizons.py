@@ -342,21 +342,26 @@ def train_run(experiment: Experiment, rule: Rule, seed: int) -> None:
         if pipeline.torch_threads:
             torch.set_num_threads(pipeline.torch_threads)
         model, tokenizer = load_model(experiment.work_dir / f"seed-{seed}" / "start-model")
-        trainer = _counting_trainer()(
-            model,
-            args,
-            train_dataset=mix_dataset(experiment, args),
-            processing_class=tokenizer,
-            callbacks=[rule.scheduler()],
-        )
         resume = get_last_checkpoint(str(work)) if work.is_dir() else None
         print(f"run {rule.name} seed {seed}: {rule.label()}; resuming from {resume}", flush=True)
-        trainer.train(resume_from_checkpoint=resume)
-        trainer.engine.close()
-        model = save_rl_model(trainer, tokenizer, work / "rl-model")
+        state = json.loads((Path(resume) / "trainer_state.json").read_text()) if resume else {}
+        if state.get("global_step", 0) >= args.max_steps:
+            # Trained to the end, stopped before the evaluation: resuming would train one step more.
+            model, history = type(model).from_pretrained(resume), state["log_history"]
+        else:
+            trainer = _counting_trainer()(
+                model,
+                args,
+                train_dataset=mix_dataset(experiment, args),
+                processing_class=tokenizer,
+                callbacks=[rule.scheduler()],
+            )
+            trainer.train(resume_from_checkpoint=resume)
+            trainer.engine.close()
+            model = save_rl_model(trainer, tokenizer, work / "rl-model")
+            history = trainer.state.log_history
         train_time = time.perf_counter() - started
         after = evaluate_mix(model, tokenizer, experiment, pipeline, args) if pipeline.eval_tasks else None
-        history = trainer.state.log_history
         results = {
             "rule": rule.name,
             "spec": rule.spec,

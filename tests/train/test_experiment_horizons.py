@@ -119,6 +119,25 @@ def test_rerun_skips_finished_runs_and_summary_only_rereads(
     assert {rule: path.stat().st_mtime_ns for rule, path in results.items()} == stamps
 
 
+def test_unfinished_runs_resume_from_their_checkpoints(experiment: tuple[Path, Path, str]) -> None:
+    import shutil
+
+    config, out, _ = experiment
+    for rule in ("fixed", "staged"):  # as if stopped before the evaluation
+        (out / rule / "seed-0" / "done").unlink()
+        (out / rule / "seed-0" / "results.json").unlink()
+    shutil.rmtree(out / "work" / "fixed" / "seed-0" / f"checkpoint-{STEPS}")  # fixed: stopped after step 2
+    assert main(["experiment", "horizons", str(config), "--output-dir", str(out), "--summary-only"]) == 0
+    assert [row["rule"] for row in json.loads((out / "summary.json").read_text())["rules"]] == ["adaptive"]
+    assert main(["experiment", "horizons", str(config), "--output-dir", str(out)]) == 0
+    for rule, checkpoint, limits in (("fixed", 2, [2, 2, 2]), ("staged", STEPS, [2, 2, 3])):
+        result = json.loads((out / rule / "seed-0" / "results.json").read_text())
+        assert result["resumed_from"].endswith(f"checkpoint-{checkpoint}")
+        # the checkpoint's history and the schedule's count continue: the same steps, the rule's limits
+        assert result["steps"] == STEPS and result["max_turns_over_steps"] == limits
+        assert (out / rule / "seed-0" / "done").is_file()
+
+
 def test_packaged_config_and_bad_rules() -> None:
     experiment = load_experiment(DEFAULT_CONFIG)
     assert [rule.name for rule in experiment.rules] == ["fixed-short", "fixed-long", "scalinginter", "adaptive"]
