@@ -95,6 +95,20 @@ def test_template_tasks_build_their_config_on_first_use() -> None:
         template_tasks({"shopping": [stand_in_template("name"), stand_in_template("name")]}, seeds)
 
 
+def test_the_homepage_links_to_every_other_site() -> None:
+    from starlette.testclient import TestClient
+
+    from agentgym_envs.webarena.sites.home.app import HomeDB, create_app
+
+    client = TestClient(create_app(HomeDB()))
+    page = client.get("/")
+    assert page.status_code == 200 and "<title>Homepage</title>" in page.text
+    for site in SITES.values():
+        link = f'<a href="{site.origin}/">{site.title}</a>'
+        assert (link in page.text) == (site.name != "homepage"), site.name
+    assert client.get("/admin").status_code == 404 and client.post("/").status_code == 404
+
+
 # ---- the bundled world --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def catalog() -> TaskCatalog:
