@@ -558,7 +558,7 @@ def markdown_table(summary: dict[str, Any]) -> str:
     head = (
         ["rule", "horizon", "seeds", "success (seeds)", "success (episodes)", "return (seeds)"]
         + [f"success {lvl}" for lvl in levels]
-        + ["eval turns", "invalid replies", "train turns", "episodes", "generated tokens", "wall s"]
+        + ["eval turns", "invalid replies", "train turns", "last limit", "episodes", "generated tokens", "wall s"]
     )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     if summary["before_rl"]:
@@ -572,7 +572,7 @@ def markdown_table(summary: dict[str, Any]) -> str:
             _fmt(b["return"]),
         ]
         cells += [_fmt(b["levels"][lvl], 2) for lvl in levels]
-        cells += [_fmt(b["eval_turns"], 1), f"{b['eval_invalid_reply_rate']['mean']:.3f}", "-", "-", "-", "-"]
+        cells += [_fmt(b["eval_turns"], 1), f"{b['eval_invalid_reply_rate']['mean']:.3f}"] + ["-"] * 5
         lines.append("| " + " | ".join(cells) + " |")
     for r in summary["rules"]:
         cells = [
@@ -588,6 +588,7 @@ def markdown_table(summary: dict[str, Any]) -> str:
             _fmt(r["eval_turns"], 1),
             f"{r['eval_invalid_reply_rate']['mean']:.3f}",
             f"{r['train_turns']['mean']:.2f}",
+            "/".join(str(limits[-1]) for limits in r["max_turns_over_steps"]),  # per seed
             "/".join(map(str, r["episodes"])),
             f"{r['generated_tokens']['mean']:,.0f}",
             f"{r['wall_time_s']['mean']:.0f}",
@@ -596,7 +597,9 @@ def markdown_table(summary: dict[str, Any]) -> str:
     lines.append(
         f"\nHeld-out test tasks of {', '.join(levels)} under max {summary['eval_max_turns']} turns for every rule. "
         "success (seeds): mean of the per-seed success with a 95% t interval over seeds; success (episodes): all "
-        "seeds' episodes pooled, 95% interval over tasks; success per level: mean ± t interval over seeds."
+        "seeds' episodes pooled, 95% interval over tasks; success per level: mean ± t interval over seeds; "
+        "train turns: turns per training episode, mean over steps and seeds; last limit: the max turns of the last "
+        "training step, per seed; wall s: per run, training and evaluation."
     )
     return "\n".join(lines)
 
