@@ -40,7 +40,7 @@ def seed_connection() -> sqlite3.Connection:
 
 def hotness(row: dict[str, Any]) -> float:
     """The hot rank of a submission: its score, decayed by its age in hours at `NOW`."""
-    hours = max((NOW - datetime.strptime(row["created"], TIME_FORMAT)).total_seconds() / 3600, 0.0)
+    hours = max((NOW - datetime.fromisoformat(row["created"])).total_seconds() / 3600, 0.0)
     return (row["score"] + 1) / (hours + 2) ** 1.5
 
 
