@@ -11,4 +11,5 @@ SITE = EmbeddedSite(
     database="agentgym_envs.webarena.sites.admin.db:AdminDB",
     app="agentgym_envs.webarena.sites.admin.app:create_app",
     seed="agentgym_envs.webarena.sites.admin.db:seed_connection",
+    templates="agentgym_envs.webarena.sites.admin.tasks",
 )
