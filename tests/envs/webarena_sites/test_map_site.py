@@ -211,3 +211,9 @@ def test_restore_puts_the_seed_data_back() -> None:
         assert len(db.places()) == len(gazetteer.generate().places)
     finally:
         db.close()
+
+
+def test_searching_a_places_name_lists_it_first(site: tuple[TestClient, MapDB]) -> None:
+    _, db = site
+    for place in db.places():
+        assert db.search(place["name"])[0]["name"] == place["name"]  # the expert's way to any place

@@ -165,7 +165,9 @@ class MapDB:
             f"WHEN '{slug}' THEN '{label.lower()} {plural.lower()}'" for slug, (label, plural, _) in CATEGORIES.items()
         )
         haystack = f"LOWER(name || ' ' || street_name || ' ' || town_name) || ' ' || CASE category {labels} END"
-        return self.places(" AND ".join(f"instr({haystack}, ?) > 0" for _ in words), *words)
+        where = " AND ".join(f"instr({haystack}, ?) > 0" for _ in words)
+        # A place named exactly as the query comes first, the rest by name.
+        return self.places(where, *words, " ".join(words), order="LOWER(name) != ?, name")
 
     def nearest(self, lat: float, lon: float, category: str = "", exclude: int = 0) -> list[dict[str, Any]]:
         """Places (of `category`, if given) by straight-line distance from a point, nearest first; each

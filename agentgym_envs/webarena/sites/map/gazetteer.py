@@ -236,7 +236,9 @@ class _Builder:
                 ends = junctions[position], junctions[position + 1]
                 segments.append((street_id, street_name, kind, *ends, position, []))
         # Places: each on a random segment, at a free spot along it.
-        categories = [slug_ for slug_, (_, _, count) in CATEGORIES.items() for _ in range(count)]
+        # Towns differ a little in what they have: one more or one fewer of the common categories.
+        counts = {key: count + (r.choice((-1, 0, 1)) if count > 2 else 0) for key, (_, _, count) in CATEGORIES.items()}
+        categories = [key for key, count in counts.items() for _ in range(count)]
         r.shuffle(categories)
         used_numbers: set[tuple[int, int]] = set()
         for category in categories:
