@@ -152,8 +152,12 @@ def _validate(config: Any, where: str) -> dict[str, Any]:
     return config
 
 
-def _sort_key(task_id: str) -> tuple[int, int, str]:
-    return (0, int(task_id), "") if task_id.isdigit() else (1, 0, task_id)
+def _sort_key(task_id: str) -> tuple[int, str, int]:
+    """Numbers in order, then other ids, `<name>/<n>` by name and then by number."""
+    if task_id.isascii() and task_id.isdigit():
+        return (0, "", int(task_id))
+    head, _, tail = task_id.rpartition("/")
+    return (1, head, int(tail)) if head and tail.isascii() and tail.isdigit() else (1, task_id, -1)
 
 
 def _load_file(path: Path) -> list[dict[str, Any]]:
