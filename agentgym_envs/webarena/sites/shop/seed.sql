@@ -27,6 +27,7 @@ CREATE TABLE addresses (
     city TEXT NOT NULL,
     zip TEXT NOT NULL
 );
+CREATE INDEX reviews_by_sku ON reviews(sku);
 CREATE TABLE customer (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     name TEXT NOT NULL,
