@@ -9,4 +9,5 @@ SITE = EmbeddedSite(
     database="agentgym_envs.webarena.sites.shop.db:ShopDB",
     app="agentgym_envs.webarena.sites.shop.app:create_app",
     seed="agentgym_envs.webarena.sites.shop.db:seed_connection",
+    templates="agentgym_envs.webarena.sites.shop.tasks",
 )
