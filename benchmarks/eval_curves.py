@@ -39,9 +39,10 @@ def evaluate(label: str, model: str, scratch: Path) -> dict[str, Any]:
     summary: dict[str, Any] = {"model": model}
     for name, args in runs.items():
         path = scratch / f"{label.replace(' ', '-')}-{name}.json"
-        t0 = time.perf_counter()
         if not path.is_file():  # a finished run is reused: the script can be stopped and rerun
+            t0 = time.perf_counter()
             assert main(["eval", model, ENV, *SETTINGS, *extra, *args, "--json", str(path)]) == 0
+            summary[f"{name}_seconds"] = round(time.perf_counter() - t0, 1)
         document = json.loads(path.read_text())
         if name == "max_turns":
             summary["max_turns_curve"] = document["max_turns_curve"]
@@ -53,7 +54,6 @@ def evaluate(label: str, model: str, scratch: Path) -> dict[str, Any]:
         else:
             summary["pass_at_k_curve"] = document["pass_at_k_curve"]
             summary["pass_at_k_episodes"] = [{k: e[k] for k in EPISODE_KEYS} for e in document["episodes"]]
-        summary[f"{name}_seconds"] = round(time.perf_counter() - t0, 1)
     return summary
 
 
