@@ -77,7 +77,8 @@ def _rng(template: str, key: str) -> random.Random:
     return random.Random(zlib.crc32(f"{template}:{key}".encode()))
 
 
-def _things(seed: sqlite3.Connection, forum: str) -> list[str]:
+def _things(forum: str) -> list[str]:
+    """The things the posts of a seeded forum talk about."""
     return next(entry[3] for entry in FORUMS if entry[0] == forum)
 
 
@@ -306,7 +307,8 @@ def _my_single_comments(seed: sqlite3.Connection) -> list[Values]:
 
 
 def _my_comment(seed: sqlite3.Connection, title: str) -> tuple[dict[str, Any], dict[str, Any], int]:
-    """The post, the signed-in user's comment on it and its index among the user's comments there."""
+    """The post, the signed-in user's only comment on it, and the comment's index among the "Edit comment"
+    links of the post's page (0: the user has one comment there)."""
     post = _post(seed, title)
     mine = [c for c in _thread(seed, post["id"]) if c["user_id"] == ME_ID and not c["deleted"]]
     return post, mine[0], 0
@@ -350,7 +352,7 @@ def _email(seed: sqlite3.Connection, values: Values) -> dict[str, Any]:
 def _post_text_instances(seed: sqlite3.Connection) -> list[Values]:
     found = []
     for forum in _forums(seed):
-        title, body = _new_post("post_text", forum["name"], _things(seed, forum["name"]))
+        title, body = _new_post("post_text", forum["name"], _things(forum["name"]))
         found.append({"forum": forum["name"], "title": title, "body": body})
     return found
 
@@ -364,7 +366,7 @@ def _post_link_instances(seed: sqlite3.Connection) -> list[Values]:
     found = []
     for forum in _forums(seed):
         rng = _rng("post_link", forum["name"])
-        title, _ = _new_post("post_link", forum["name"], _things(seed, forum["name"]))
+        title, _ = _new_post("post_link", forum["name"], _things(forum["name"]))
         link = f"https://{rng.choice(LINK_HOSTS)}/{forum['name']}/{rng.randint(100, 999)}"
         found.append({"forum": forum["name"], "title": title, "url": link})
     return found
@@ -378,7 +380,7 @@ def _post_link(seed: sqlite3.Connection, values: Values) -> dict[str, Any]:
 def _same_forum_instances(seed: sqlite3.Connection) -> list[Values]:
     found = []
     for post in _posts(seed):
-        title, body = _new_post("post_same_forum", str(post["id"]), _things(seed, post["forum"]))
+        title, body = _new_post("post_same_forum", str(post["id"]), _things(post["forum"]))
         found.append({"other": post["title"], "title": title, "body": body})
     return found
 
@@ -658,7 +660,7 @@ def _bio_instances(seed: sqlite3.Connection) -> list[Values]:
     found = []
     for forum in _forums(seed):
         rng = _rng("bio", forum["name"])
-        found.append({"bio": rng.choice(NEW_BIOS).format(thing=rng.choice(_things(seed, forum["name"])))})
+        found.append({"bio": rng.choice(NEW_BIOS).format(thing=rng.choice(_things(forum["name"])))})
     return list({v["bio"]: v for v in found}.values())
 
 
@@ -736,7 +738,7 @@ def _create_forum_and_post(seed: sqlite3.Connection, values: Values) -> dict[str
 def _my_text_post_instances(seed: sqlite3.Connection) -> list[Values]:
     found = []
     for post in _my_posts(seed, text_only=True):
-        _, body = _new_post("edit_body", post["title"], _things(seed, post["forum"]))
+        _, body = _new_post("edit_body", post["title"], _things(post["forum"]))
         found.append({"title": post["title"], "body": f"{body} (updated)"})
     return found
 
