@@ -356,3 +356,11 @@ def test_state_targets_differ_from_the_seed(seed) -> None:
                     unmet += not all(item.lower() in body.lower() for item in required["must_include"])
             assert unmet, f"{template.template_id}/{index}: the seed state already passes {config['eval']}"
     db.close()
+
+
+def test_every_seeded_title_is_on_the_first_page_of_its_search(forum: tuple[TestClient, ForumDB], seed) -> None:
+    """The experts find posts by typing their title in the search box and clicking it on the first page."""
+    _, db = forum
+    db.restore()
+    for (title,) in seed.execute("SELECT title FROM submissions"):
+        assert title in [post["title"] for post in db.search(title, "hot")[:PAGE_SIZE]], title
