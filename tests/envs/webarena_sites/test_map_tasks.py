@@ -61,7 +61,8 @@ def test_every_instance_makes_a_complete_config_the_null_policy_fails() -> None:
 
 # ---- in the browser -----------------------------------------------------------------------------
 @pytest.mark.slow
-def test_expert_solves_the_maps_test_tasks_and_a_train_sample_and_doing_nothing_scores_zero() -> None:
+def test_expert_solves_a_train_sample_and_doing_nothing_scores_zero() -> None:
+    # The whole test split runs in test_webarena_world.py; here a train sample of other instances.
     made = [t for t in TaskCatalog.bundled().by_id.values() if isinstance(t, TemplateTask) and t.category == "map"]
     test = sorted(t.task_id for t in made if t.split == "test")
     assert len(test) == len(TEMPLATES)
@@ -69,7 +70,7 @@ def test_expert_solves_the_maps_test_tasks_and_a_train_sample_and_doing_nothing_
     env: WebArenaEnv = gym.make("AgentGym/WebArena-v0").unwrapped
     failures = []
     try:
-        for task_id in test + train:
+        for task_id in train:
             task = env.catalog.by_id[task_id]
             config = task.resolve({"map": "http://map.test"}).config
             null = string_match(config, "", None) if task.kind != "nav" else url_match(config, config["start_url"])
