@@ -74,6 +74,12 @@ def add_subcommands(sub: Any) -> None:
     )
     p.add_argument("--transcripts", type=int, default=0, metavar="N", help="print the first N episodes' transcripts")
     p.add_argument(
+        "--by",
+        default="category",
+        choices=["category", "kind"],
+        help="group the table and curves by category (default) or by kind (WebArena's task kind)",
+    )
+    p.add_argument(
         "--figures",
         default=None,
         metavar="DIR",
@@ -179,6 +185,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except EndpointError as error:
         print(error, file=sys.stderr)
         return 1
+    if args.by != "category":
+        results = [result.grouped_by(args.by) for result in results]
     if args.transcripts:
         from agentgym_train.evaluation.transcripts import format_record
 

@@ -15,7 +15,7 @@ import random
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
@@ -85,6 +85,11 @@ class EvalResult:
             lines.append("episodes ended: " + ", ".join(f"{END_REASONS.get(k, k)} {n}" for k, n in reasons.items()))
         return "\n".join(lines)
 
+    def grouped_by(self, key: str) -> EvalResult:
+        """The same episodes with `categories` grouped by another key of theirs (e.g. `kind`, WebArena's
+        task kind); episodes without it form the group `None`."""
+        return replace(summarize_episodes(self.episodes, by=key), meta=self.meta)
+
     def to_dict(self) -> dict[str, Any]:
         def as_dict(e: Estimate) -> dict[str, float]:
             return {"mean": e.mean, "low": e.low, "high": e.high, "n": e.n}
@@ -100,8 +105,9 @@ class EvalResult:
         }
 
 
-def summarize_episodes(rows: list[dict[str, Any]]) -> EvalResult:
-    """Estimates over per-task means of episode rows (`task_id`, `category`, `success`, `return`, `turns`)."""
+def summarize_episodes(rows: list[dict[str, Any]], by: str = "category") -> EvalResult:
+    """Estimates over per-task means of episode rows (`task_id`, `category`, `success`, `return`, `turns`),
+    overall and per value of the row key `by`."""
 
     def per_task(selected: list[dict[str, Any]], key: str) -> list[float]:
         by_task: dict[str, list[float]] = defaultdict(list)
@@ -114,8 +120,7 @@ def summarize_episodes(rows: list[dict[str, Any]]) -> EvalResult:
 
     overall = block(rows)
     categories = {
-        category: block([r for r in rows if str(r["category"]) == category])
-        for category in sorted({str(r["category"]) for r in rows})
+        group: block([r for r in rows if str(r.get(by)) == group]) for group in sorted({str(r.get(by)) for r in rows})
     }
     by_task: dict[str, list[float]] = defaultdict(list)
     for row in rows:
@@ -139,6 +144,7 @@ def _row(episode: Episode, sample: int, max_turns: int | None) -> dict[str, Any]
         task_id=episode.task.task_id,
         sample=sample,
         category=episode.category,
+        kind=episode.kind,
         stats={**episode.stats, "budget_truncated": episode.budget_truncated},
         messages=episode.messages,
         max_turns=max_turns,
@@ -162,6 +168,7 @@ def episode_row(
         task_id=task_id,
         sample=sample,
         category=info.get("category"),
+        kind=info.get("kind"),
         stats=info["episode"],
         messages=messages or [],
         max_turns=max_turns,

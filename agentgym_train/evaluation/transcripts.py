@@ -85,6 +85,7 @@ def episode_record(
     max_turns: int | None,
     turn_flags: list[dict[str, Any]] | None = None,
     env_error: str | None = None,
+    kind: str | None = None,
 ) -> dict[str, Any]:
     """The record of one finished episode.
 
@@ -96,6 +97,7 @@ def episode_record(
         max_turns: The turn limit the episode ran under (tells the turn limit from the env's own).
         turn_flags: Per-turn generation flags (e.g. `{"stopped_by": "stop_string"}`), merged into `steps`.
         env_error: Why the env failed, where it did.
+        kind: The task's kind where the env reports one (`info["kind"]`, e.g. WebArena's info/nav/state/na).
     """
     steps = [dict(step) for step in stats.get("steps") or []]
     for step, flags in zip(steps, turn_flags or [], strict=False):
@@ -122,6 +124,8 @@ def episode_record(
         "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
         "steps": steps,
     }
+    if kind is not None:
+        record["kind"] = kind
     if env_error:
         record["env_error"] = env_error
     return record

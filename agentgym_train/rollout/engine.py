@@ -87,6 +87,7 @@ class Episode:
     budget_truncated: bool = False  # max_completion_length would have been exceeded
     invalid_replies: int = 0
     category: str | None = None
+    kind: str | None = None  # the task's kind where the env reports one (info["kind"])
     stats: dict[str, Any] = field(default_factory=dict)
     env_error: str | None = None  # why the env failed (an exception or a timeout); the episode ended there
     stopped_by: list[str] = field(default_factory=list)  # per reply: "eos", "stop_string" or "budget"
@@ -519,6 +520,7 @@ class RolloutEngine:
             task=task,
             prompt_ids=self.renderer.prompt_ids(env.messages),
             category=info.get("category"),
+            kind=info.get("kind"),
             max_turn_tokens=budget,
             stop_strings=stops,
         )

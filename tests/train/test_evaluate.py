@@ -7,7 +7,13 @@ import math
 import pytest
 from train_helpers import BABYAI, ENV_KWARGS
 
-from agentgym_train.evaluation.evaluate import estimate, evaluate_random, paired_difference, summarize_episodes
+from agentgym_train.evaluation.evaluate import (
+    episode_row,
+    estimate,
+    evaluate_random,
+    paired_difference,
+    summarize_episodes,
+)
 
 PRIMITIVES = ["turn left", "turn right", "move forward", "pick up", "drop", "toggle"]
 
@@ -28,6 +34,21 @@ def test_episodes_of_a_task_count_once() -> None:
     assert result.pass_at_k is not None and result.pass_at_k.mean == 1.0
     assert result.categories["x"]["success"].mean == 0.5 and result.categories["y"]["success"].mean == 1.0
     assert "pass@k" in result.table()
+
+
+def test_results_group_by_the_task_kind_as_well_as_the_category() -> None:
+    info = {"category": "reddit", "kind": "state", "episode": {"success": True, "return": 1.0, "turns": 4}}
+    record = episode_row("reddit.vote/3", info)
+    assert record["kind"] == "state" and "kind" not in episode_row("t", {**info, "kind": None})
+    rows = [
+        {**record, "task_id": t, "category": c, "kind": k, "success": s}
+        for t, c, k, s in [("a", "shop", "info", 1.0), ("b", "shop", "state", 0.0), ("c", "forum", "state", 1.0)]
+    ]
+    by_site = summarize_episodes(rows)
+    by_kind = by_site.grouped_by("kind")
+    assert {g: b["success"].mean for g, b in by_site.categories.items()} == {"forum": 1.0, "shop": 0.5}
+    assert {g: b["success"].mean for g, b in by_kind.categories.items()} == {"info": 1.0, "state": 0.5}
+    assert by_kind.success.mean == by_site.success.mean == pytest.approx(2 / 3)
 
 
 def test_random_policy_baseline_under_a_turn_limit() -> None:
