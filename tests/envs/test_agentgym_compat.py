@@ -336,8 +336,6 @@ def test_agentgym_sessions_outlive_the_client_timeout_and_a_reaped_id_says_so(mo
             time.sleep(0.05)
         assert seen_alone and http.get("/health").json()["reaped"] == 2
         gone = client.post("step", {"action": "end"})["error"]
-        assert (
-            gone == f"The id {client.env_id} is not valid: it was closed after 2 s idle (reaped); create a new env."
-        )
+        assert gone == f"The id {client.env_id} is not valid: it was closed after 2 s idle (reaped); create a new env."
         reply = http.post(f"/sessions/{own}/step", json={"action": "end"})
         assert reply.status_code == 404 and "was reaped after 0.2 s idle" in reply.json()["detail"]
