@@ -229,6 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["train"] and len(argv) > 1 and argv[1].startswith("--") and argv[1] != "--help":
+        # overrides with no config name: they apply to the default config (argparse would take a value for it)
+        from agentgym_train.commands import DEFAULT_CONFIG
+
+        argv.insert(1, DEFAULT_CONFIG.stem)
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

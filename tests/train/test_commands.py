@@ -56,6 +56,11 @@ def test_train_refuses_an_unknown_algorithm(capsys: pytest.CaptureFixture) -> No
     assert "algorithm must be one of ['dpo', 'grpo', 'ppo', 'rft', 'sft']" in capsys.readouterr().err
 
 
+def test_train_overrides_without_a_config_name_apply_to_the_default_config(capsys: pytest.CaptureFixture) -> None:
+    assert main(["train", "--output_dir", "unused", "--algorithm", "a2c"]) == 2
+    assert "algorithm must be one of" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
 def test_a_short_pipeline_run_writes_results_and_a_plot(tmp_path: Path, algorithm: str) -> None:
