@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-import threading
 from typing import Any
 
 from agentgym_envs.webarena.sites.code.seed import ME, populate
+from agentgym_envs.webarena.sites.database import SiteDatabase
 
 #: The code host's "today": notes, issues and projects made during an episode carry this date.
 TODAY = "2024-06-01"
@@ -40,37 +40,12 @@ def seed_connection() -> sqlite3.Connection:
     return connection
 
 
-class CodeDB:
-    """The live database of one code host, plus a pristine copy to restore it from.
+class CodeDB(SiteDatabase):
+    """The live database of one code host: its queries and changes."""
 
-    All access goes through one lock: the web server's thread reads and writes while the env's
-    thread restores the seed state at reset.
-    """
-
-    def __init__(self) -> None:
-        self._pristine = seed_connection()
-        self._live = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        self._live.row_factory = sqlite3.Row
-        self._lock = threading.Lock()
-        self.restore()
-
-    def restore(self) -> None:
-        """Put every table back to the seed state."""
-        with self._lock:
-            self._pristine.backup(self._live)
-
-    def close(self) -> None:
-        self._live.close()
-        self._pristine.close()
+    seed = staticmethod(seed_connection)
 
     # ---- reads ----------------------------------------------------------------------------------
-    def _rows(self, sql: str, *args: Any) -> list[dict[str, Any]]:
-        with self._lock:
-            return [dict(row) for row in self._live.execute(sql, args)]
-
-    def _row(self, sql: str, *args: Any) -> dict[str, Any] | None:
-        rows = self._rows(sql, *args)
-        return rows[0] if rows else None
 
     def me(self) -> dict[str, Any]:
         found = self.user(ME)
@@ -250,17 +225,6 @@ class CodeDB:
         return found
 
     # ---- writes ---------------------------------------------------------------------------------
-    def _write(self, *statements: tuple[str, tuple]) -> None:
-        with self._lock:
-            self._live.execute("BEGIN")
-            try:
-                for sql, args in statements:
-                    self._live.execute(sql, args)
-            except Exception:
-                self._live.execute("ROLLBACK")
-                raise
-            self._live.execute("COMMIT")
-
     def add_note(self, target: str, target_id: int, body: str) -> None:
         self._write(
             ("INSERT INTO notes (target, target_id, author_id, body, created) VALUES (?, ?, 1, ?, ?)",
@@ -289,21 +253,17 @@ class CodeDB:
         milestone_id: int | None,
     ) -> int:
         """A new open issue by the signed-in user; returns its number in the project."""
-        with self._lock:
-            self._live.execute("BEGIN")
-            iid = self._live.execute(
+        with self._transaction() as live:
+            iid = live.execute(
                 "SELECT COALESCE(MAX(iid), 0) + 1 FROM issues WHERE project_id = ?", (project_id,)
             ).fetchone()[0]
-            cursor = self._live.execute(
+            cursor = live.execute(
                 "INSERT INTO issues (project_id, iid, title, body, author_id, assignee_id, milestone_id, state, "
                 "created) "
                 "VALUES (?, ?, ?, ?, 1, ?, ?, 'opened', ?)",
                 (project_id, iid, title, body, assignee_id, milestone_id, TODAY),
             )
-            self._live.executemany(
-                "INSERT INTO issue_labels VALUES (?, ?)", [(cursor.lastrowid, label) for label in labels]
-            )
-            self._live.execute("COMMIT")
+            live.executemany("INSERT INTO issue_labels VALUES (?, ?)", [(cursor.lastrowid, label) for label in labels])
             return int(iid)
 
     def set_merge_request_state(self, mr_id: int, state: str) -> None:
@@ -333,15 +293,13 @@ class CodeDB:
 
     def create_project(self, path: str, name: str, description: str, visibility: str) -> None:
         """A new project of the signed-in user, with a README and the user as its owner."""
-        with self._lock:
-            self._live.execute("BEGIN")
-            cursor = self._live.execute(
+        with self._transaction() as live:
+            cursor = live.execute(
                 "INSERT INTO projects (namespace, path, name, description, visibility, default_branch, created) "
                 "VALUES (?, ?, ?, ?, ?, 'main', ?)",
                 (ME, path, name, description, visibility, TODAY),
             )
             pid = cursor.lastrowid
-            self._live.execute("INSERT INTO members VALUES (?, 1, 'Owner')", (pid,))
-            self._live.execute("INSERT INTO branches VALUES (?, 'main')", (pid,))
-            self._live.execute("INSERT INTO files VALUES (?, 'README.md', ?)", (pid, f"# {name}\n\n{description}\n"))
-            self._live.execute("COMMIT")
+            live.execute("INSERT INTO members VALUES (?, 1, 'Owner')", (pid,))
+            live.execute("INSERT INTO branches VALUES (?, 'main')", (pid,))
+            live.execute("INSERT INTO files VALUES (?, 'README.md', ?)", (pid, f"# {name}\n\n{description}\n"))

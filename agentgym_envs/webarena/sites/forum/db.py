@@ -7,10 +7,10 @@ connection, so task templates compute their answers with the very code the pages
 from __future__ import annotations
 
 import sqlite3
-import threading
 from datetime import datetime
 from typing import Any
 
+from agentgym_envs.webarena.sites.database import SiteDatabase
 from agentgym_envs.webarena.sites.forum.seed import ME, NOW, TIME_FORMAT, populate
 
 #: Listing orders, by their URL value: hot (score decayed by age, the default), new, top (all time).
@@ -93,37 +93,12 @@ def thread(connection: sqlite3.Connection, submission_id: int, root: int | None 
     return ordered
 
 
-class ForumDB:
-    """The live database of one forum instance, plus a pristine copy to restore it from.
+class ForumDB(SiteDatabase):
+    """The live database of one forum instance: its queries and changes."""
 
-    All access goes through one lock: the web server's thread reads and writes while the env's
-    thread restores the seed state at reset.
-    """
-
-    def __init__(self) -> None:
-        self._pristine = seed_connection()
-        self._live = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        self._live.row_factory = sqlite3.Row
-        self._lock = threading.Lock()
-        self.restore()
-
-    def restore(self) -> None:
-        """Put every table back to the seed state."""
-        with self._lock:
-            self._pristine.backup(self._live)
-
-    def close(self) -> None:
-        self._live.close()
-        self._pristine.close()
+    seed = staticmethod(seed_connection)
 
     # ---- reads ----------------------------------------------------------------------------------
-    def _rows(self, sql: str, *args: Any) -> list[dict[str, Any]]:
-        with self._lock:
-            return [dict(row) for row in self._live.execute(sql, args)]
-
-    def _row(self, sql: str, *args: Any) -> dict[str, Any] | None:
-        rows = self._rows(sql, *args)
-        return rows[0] if rows else None
 
     def me(self) -> dict[str, Any]:
         found = self.user(ME)
@@ -189,23 +164,16 @@ class ForumDB:
         )
 
     # ---- writes ---------------------------------------------------------------------------------
-    def _execute(self, sql: str, *args: Any) -> int:
-        """Run one statement; returns the new row's id (for an INSERT)."""
-        with self._lock:
-            return int(self._live.execute(sql, args).lastrowid or 0)
-
     def _vote(self, table: str, key: str, target: str, item_id: int, direction: int) -> None:
         """Vote on an item: the same vote again retracts it (as on Postmill); the score follows."""
-        with self._lock:
-            row = self._live.execute(f"SELECT direction FROM {table} WHERE {key} = ?", (item_id,)).fetchone()
+        with self._transaction() as live:
+            row = live.execute(f"SELECT direction FROM {table} WHERE {key} = ?", (item_id,)).fetchone()
             current = row[0] if row else 0
             new = 0 if current == direction else direction
-            self._live.execute("BEGIN")
-            self._live.execute(f"DELETE FROM {table} WHERE {key} = ?", (item_id,))
+            live.execute(f"DELETE FROM {table} WHERE {key} = ?", (item_id,))
             if new:
-                self._live.execute(f"INSERT INTO {table} VALUES (?, ?)", (item_id, new))
-            self._live.execute(f"UPDATE {target} SET score = score + ? WHERE id = ?", (new - current, item_id))
-            self._live.execute("COMMIT")
+                live.execute(f"INSERT INTO {table} VALUES (?, ?)", (item_id, new))
+            live.execute(f"UPDATE {target} SET score = score + ? WHERE id = ?", (new - current, item_id))
 
     def vote_submission(self, submission_id: int, direction: int) -> None:
         self._vote("submission_votes", "submission_id", "submissions", submission_id, direction)
@@ -214,11 +182,11 @@ class ForumDB:
         self._vote("comment_votes", "comment_id", "comments", comment_id, direction)
 
     def add_submission(self, forum_id: int, title: str, link: str, body: str) -> int:
-        return self._execute(
+        return int(self._execute(
             "INSERT INTO submissions (forum_id, user_id, title, url, body, created, score) "
             "VALUES (?, ?, ?, ?, ?, ?, 1)",
             forum_id, ME_ID, title, link, body, NOW.strftime(TIME_FORMAT),
-        )  # fmt: skip
+        ).lastrowid)  # fmt: skip
 
     def edit_submission(self, submission_id: int, title: str, link: str, body: str) -> None:
         self._execute(
@@ -230,22 +198,20 @@ class ForumDB:
         )
 
     def delete_submission(self, submission_id: int) -> None:
-        with self._lock:
-            self._live.execute("BEGIN")
+        with self._transaction() as live:
             for sql in (
                 "DELETE FROM comment_votes WHERE comment_id IN (SELECT id FROM comments WHERE submission_id = ?)",
                 "DELETE FROM comments WHERE submission_id = ?",
                 "DELETE FROM submission_votes WHERE submission_id = ?",
                 "DELETE FROM submissions WHERE id = ?",
             ):
-                self._live.execute(sql, (submission_id,))
-            self._live.execute("COMMIT")
+                live.execute(sql, (submission_id,))
 
     def add_comment(self, submission_id: int, parent_id: int | None, body: str) -> int:
-        return self._execute(
+        return int(self._execute(
             "INSERT INTO comments (submission_id, parent_id, user_id, body, created, score) VALUES (?, ?, ?, ?, ?, 1)",
             submission_id, parent_id, ME_ID, body, NOW.strftime(TIME_FORMAT),
-        )  # fmt: skip
+        ).lastrowid)  # fmt: skip
 
     def edit_comment(self, comment_id: int, body: str) -> None:
         self._execute("UPDATE comments SET body = ?, edited = 1 WHERE id = ?", body, comment_id)
@@ -255,31 +221,27 @@ class ForumDB:
         self._execute("UPDATE comments SET deleted = 1, body = '' WHERE id = ?", comment_id)
 
     def set_subscribed(self, forum_id: int, subscribed: bool) -> None:
-        with self._lock:
-            is_now = self._live.execute("SELECT 1 FROM subscriptions WHERE forum_id = ?", (forum_id,)).fetchone()
+        with self._transaction() as live:
+            is_now = live.execute("SELECT 1 FROM subscriptions WHERE forum_id = ?", (forum_id,)).fetchone()
             if bool(is_now) == subscribed:
                 return
-            self._live.execute("BEGIN")
             if subscribed:
-                self._live.execute("INSERT INTO subscriptions VALUES (?)", (forum_id,))
+                live.execute("INSERT INTO subscriptions VALUES (?)", (forum_id,))
             else:
-                self._live.execute("DELETE FROM subscriptions WHERE forum_id = ?", (forum_id,))
-            self._live.execute(
+                live.execute("DELETE FROM subscriptions WHERE forum_id = ?", (forum_id,))
+            live.execute(
                 "UPDATE forums SET subscribers = subscribers + ? WHERE id = ?", (1 if subscribed else -1, forum_id)
             )
-            self._live.execute("COMMIT")
 
     def set_bio(self, bio: str) -> None:
         self._execute("UPDATE users SET bio = ? WHERE id = ?", bio, ME_ID)
 
     def create_forum(self, name: str, title: str, description: str) -> None:
         """A new forum, created (and subscribed to) by the signed-in user."""
-        with self._lock:
-            self._live.execute("BEGIN")
-            cursor = self._live.execute(
+        with self._transaction() as live:
+            cursor = live.execute(
                 "INSERT INTO forums (name, title, description, created, creator, subscribers) "
                 "VALUES (?, ?, ?, ?, ?, 1)",
                 (name, title, description, NOW.strftime(TIME_FORMAT), ME_ID),
             )
-            self._live.execute("INSERT INTO subscriptions VALUES (?)", (cursor.lastrowid,))
-            self._live.execute("COMMIT")
+            live.execute("INSERT INTO subscriptions VALUES (?)", (cursor.lastrowid,))

@@ -5,9 +5,9 @@ keeps the sites' contract: a pristine copy, a live copy and `restore()`."""
 from __future__ import annotations
 
 import sqlite3
-import threading
 from typing import Any
 
+from agentgym_envs.webarena.sites.database import SiteDatabase
 from agentgym_envs.webarena.sites.map.gazetteer import CATEGORIES, DAYS, generate, metres
 from agentgym_envs.webarena.sites.map.routing import Graph
 
@@ -84,37 +84,14 @@ def category_of(text: str) -> str | None:
     return None
 
 
-class MapDB:
-    """The live database of one map instance, a pristine copy to restore it from, and the road graph.
+class MapDB(SiteDatabase):
+    """The live database of one map instance (the site only reads it) and the road graph."""
 
-    All access goes through one lock: the web server's thread reads while the env's thread restores
-    the seed state at reset.
-    """
+    seed = staticmethod(seed_connection)
 
     def __init__(self) -> None:
-        self._pristine = seed_connection()
-        self._live = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        self._live.row_factory = sqlite3.Row
-        self._lock = threading.Lock()
+        super().__init__()
         self.graph = Graph.from_connection(self._pristine)
-        self.restore()
-
-    def restore(self) -> None:
-        """Put every table back to the seed state."""
-        with self._lock:
-            self._pristine.backup(self._live)
-
-    def close(self) -> None:
-        self._live.close()
-        self._pristine.close()
-
-    def _rows(self, sql: str, *args: Any) -> list[dict[str, Any]]:
-        with self._lock:
-            return [dict(row) for row in self._live.execute(sql, args)]
-
-    def _row(self, sql: str, *args: Any) -> dict[str, Any] | None:
-        rows = self._rows(sql, *args)
-        return rows[0] if rows else None
 
     # ---- towns and streets ----------------------------------------------------------------------
     def towns(self) -> list[dict[str, Any]]:

@@ -4,11 +4,11 @@ millisecond."""
 from __future__ import annotations
 
 import sqlite3
-import threading
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from agentgym_envs.webarena.sites.database import SiteDatabase
 from agentgym_envs.webarena.sites.shop.catalog import populate
 
 #: The shop's "today": orders placed during an episode carry this date, so pages are deterministic.
@@ -66,37 +66,12 @@ def seed_connection() -> sqlite3.Connection:
     return connection
 
 
-class ShopDB:
-    """The live database of one shop instance, plus a pristine copy to restore it from.
+class ShopDB(SiteDatabase):
+    """The live database of one shop instance: its queries and changes."""
 
-    All access goes through one lock: the web server's thread reads and writes while the env's
-    thread restores the seed state at reset.
-    """
-
-    def __init__(self) -> None:
-        self._pristine = seed_connection()
-        self._live = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        self._live.row_factory = sqlite3.Row
-        self._lock = threading.Lock()
-        self.restore()
-
-    def restore(self) -> None:
-        """Put every table back to the seed state."""
-        with self._lock:
-            self._pristine.backup(self._live)
-
-    def close(self) -> None:
-        self._live.close()
-        self._pristine.close()
+    seed = staticmethod(seed_connection)
 
     # ---- reads ----------------------------------------------------------------------------------
-    def _rows(self, sql: str, *args: Any) -> list[dict[str, Any]]:
-        with self._lock:
-            return [dict(row) for row in self._live.execute(sql, args)]
-
-    def _row(self, sql: str, *args: Any) -> dict[str, Any] | None:
-        rows = self._rows(sql, *args)
-        return rows[0] if rows else None
 
     def categories(self) -> list[dict[str, Any]]:
         return self._rows("SELECT slug, name FROM categories ORDER BY position")
@@ -198,17 +173,6 @@ class ShopDB:
         return int(row["number"]) if row else 0
 
     # ---- writes ---------------------------------------------------------------------------------
-    def _write(self, *statements: tuple[str, tuple]) -> None:
-        with self._lock:
-            self._live.execute("BEGIN")
-            try:
-                for sql, args in statements:
-                    self._live.execute(sql, args)
-            except Exception:
-                self._live.execute("ROLLBACK")
-                raise
-            self._live.execute("COMMIT")
-
     def add_to_cart(self, sku: str, qty: int) -> None:
         self._write(
             (
@@ -247,11 +211,10 @@ class ShopDB:
 
     def add_address(self, name: str, street: str, city: str, zip_code: str) -> int:
         """A new address book entry; returns its id."""
-        with self._lock:
-            cursor = self._live.execute(
-                "INSERT INTO addresses (name, street, city, zip) VALUES (?, ?, ?, ?)", (name, street, city, zip_code)
-            )
-            return int(cursor.lastrowid)
+        cursor = self._execute(
+            "INSERT INTO addresses (name, street, city, zip) VALUES (?, ?, ?, ?)", name, street, city, zip_code
+        )
+        return int(cursor.lastrowid)
 
     def edit_address(self, address_id: int, name: str, street: str, city: str, zip_code: str) -> None:
         self._write(
@@ -263,12 +226,11 @@ class ShopDB:
 
     def delete_address(self, address_id: int) -> bool:
         """Delete an address that is not the default one; False when it is the default."""
-        with self._lock:
-            cursor = self._live.execute(
-                "DELETE FROM addresses WHERE id = ? AND id != (SELECT default_address FROM customer WHERE id = 1)",
-                (address_id,),
-            )
-            return cursor.rowcount == 1
+        cursor = self._execute(
+            "DELETE FROM addresses WHERE id = ? AND id != (SELECT default_address FROM customer WHERE id = 1)",
+            address_id,
+        )
+        return cursor.rowcount == 1
 
     def set_default_address(self, address_id: int) -> None:
         self._write(("UPDATE customer SET default_address = ? WHERE id = 1", (address_id,)))
@@ -304,8 +266,5 @@ class ShopDB:
 
     def cancel_order(self, number: int) -> bool:
         """Cancel a Pending order; False when it is not pending."""
-        with self._lock:
-            cursor = self._live.execute(
-                "UPDATE orders SET status = 'Canceled' WHERE number = ? AND status = 'Pending'", (number,)
-            )
-            return cursor.rowcount == 1
+        cursor = self._execute("UPDATE orders SET status = 'Canceled' WHERE number = ? AND status = 'Pending'", number)
+        return cursor.rowcount == 1
