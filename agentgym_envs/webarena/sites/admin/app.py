@@ -14,12 +14,12 @@ import datetime
 import math
 import re
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from agentgym_envs.webarena.sites.admin import db as records
@@ -32,9 +32,9 @@ from agentgym_envs.webarena.sites.admin.db import (
     PRODUCT_SORTS,
     STATUSES,
     AdminDB,
-    Refused,
     money,
 )
+from agentgym_envs.webarena.sites.forms import Refused, back_to, check_lengths, read_form
 
 SITE_NAME = "Loopback Market Admin"
 USERNAME, PASSWORD = "admin", "admin1234"
@@ -61,28 +61,19 @@ _CODE = re.compile(r"[A-Z0-9_-]+")
 ORDER_ACTIONS = {"invoice": "Invoice", "ship": "Ship", "cancel": "Cancel Order"}
 
 
-class BadInput(Exception):
-    """Input the admin does not accept: the HTTP status (400 malformed, 422 out of bounds) and why."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
 def number(text: str) -> int | None:
     """A record number from a URL, or None when `text` cannot be one."""
     return int(text) if _NUMBER.fullmatch(text) else None
 
 
 def parse_date(text: str, what: str) -> str:
-    """`text` as an ISO date (YYYY-MM-DD), or `BadInput` (400)."""
+    """`text` as an ISO date (YYYY-MM-DD), or `Refused` (400)."""
     try:
         if _DATE.fullmatch(text):
             return datetime.date.fromisoformat(text).isoformat()
     except ValueError:
         pass
-    raise BadInput(400, f"The {what} date must be a date written YYYY-MM-DD, like 2024-03-01.")
+    raise Refused(400, f"The {what} date must be a date written YYYY-MM-DD, like 2024-03-01.")
 
 
 def parse_range(params: Any) -> tuple[str, str]:
@@ -90,45 +81,43 @@ def parse_range(params: Any) -> tuple[str, str]:
     start = parse_date(params.get("from", "").strip() or FIRST_DAY, "From")
     end = parse_date(params.get("to", "").strip() or LAST_DAY, "To")
     if start > end:
-        raise BadInput(422, f"The From date ({start}) must not be after the To date ({end}).")
+        raise Refused(422, f"The From date ({start}) must not be after the To date ({end}).")
     return start, end
 
 
 def parse_whole(text: str, what: str, least: int, most: int) -> int:
-    """`text` as a whole number from `least` to `most`, or `BadInput` saying what is allowed."""
+    """`text` as a whole number from `least` to `most`, or `Refused` saying what is allowed."""
     if not re.fullmatch(r"[0-9]+", text):
-        raise BadInput(400, f"The {what} must be a whole number from {least} to {most}.")
+        raise Refused(400, f"The {what} must be a whole number from {least} to {most}.")
     digits = text.lstrip("0") or "0"
     if len(digits) > len(str(most)) or not least <= int(digits) <= most:
-        raise BadInput(422, f"The {what} must be from {least} to {most}.")
+        raise Refused(422, f"The {what} must be from {least} to {most}.")
     return int(digits)
 
 
 def parse_price(text: str) -> int:
-    """`'34.99'` or `'$34.99'` -> 3499 cents, or `BadInput`."""
+    """`'34.99'` or `'$34.99'` -> 3499 cents, or `Refused`."""
     match = _PRICE.fullmatch(text)
     if match is None:
-        raise BadInput(400, "The price must be an amount in dollars, like 34.99.")
+        raise Refused(400, "The price must be an amount in dollars, like 34.99.")
     cents = int(match.group(1)) * 100 + int((match.group(2) or "0").ljust(2, "0"))
     if not 1 <= cents <= MAX_PRICE:
-        raise BadInput(422, f"The price must be from $0.01 to {money(MAX_PRICE)}.")
+        raise Refused(422, f"The price must be from $0.01 to {money(MAX_PRICE)}.")
     return cents
 
 
 def check_text(data: dict[str, str], *keys: str, required: bool = True) -> None:
-    """`BadInput` when a field is empty (400) or longer than its `MAX_TEXT` limit (422)."""
+    """`Refused` when a field is empty (400) or longer than its `MAX_TEXT` limit (422)."""
     for key in keys:
-        limit, label = MAX_TEXT[key]
         if required and not data.get(key):
-            raise BadInput(400, f"Please fill in the {label}.")
-        if len(data.get(key, "")) > limit:
-            raise BadInput(422, f"The {label} can be at most {limit} characters long.")
+            raise Refused(400, f"Please fill in the {MAX_TEXT[key][1]}.")
+        check_lengths(MAX_TEXT, data, key)
 
 
 def choice(value: str, allowed: Any, what: str) -> str:
-    """`value` when it is one of `allowed`, else `BadInput` (400) listing them."""
+    """`value` when it is one of `allowed`, else `Refused` (400) listing them."""
     if value not in allowed:
-        raise BadInput(400, f"The {what} must be one of: {', '.join(allowed)}.")
+        raise Refused(400, f"The {what} must be one of: {', '.join(allowed)}.")
     return value
 
 
@@ -149,22 +138,15 @@ def create_app(db: AdminDB) -> Starlette:
     def not_found(what: str) -> HTMLResponse:
         return page("not_found.html", status_code=404, what=what)
 
-    def refused(error: BadInput) -> HTMLResponse:
+    def refused(error: Refused) -> HTMLResponse:
         return page("refused.html", status_code=error.status, error=error.message)
-
-    async def form(request: Request) -> dict[str, str]:
-        body = (await request.body()).decode("utf-8", "replace")
-        return {key: values[-1].strip() for key, values in parse_qs(body, keep_blank_values=True).items()}
-
-    def back_to(url: str) -> RedirectResponse:
-        return RedirectResponse(url, status_code=303)
 
     def grid_params(request: Request, sorts: dict[str, Any], statuses: tuple[str, ...] = ()) -> dict[str, Any]:
         """The grid's search, status filter, sort and page from the query, checked."""
         params = request.query_params
         query = params.get("q", "").strip()
         if len(query) > MAX_QUERY:
-            raise BadInput(422, f"Searches can be at most {MAX_QUERY} characters long.")
+            raise Refused(422, f"Searches can be at most {MAX_QUERY} characters long.")
         status = params.get("status", "")
         if status:
             choice(status.capitalize(), statuses, "status")
@@ -177,7 +159,7 @@ def create_app(db: AdminDB) -> Starlette:
         """The context of a grid page: rows, counts and the links to other pages, filters and sorts."""
         pages = max(1, math.ceil(count / PAGE_SIZE))
         if params["page"] > pages:
-            raise BadInput(422, f"There are only {pages} pages.")
+            raise Refused(422, f"There are only {pages} pages.")
 
         def link(**changes: Any) -> str:
             merged = {**params, "page": 1, **changes}
@@ -209,7 +191,7 @@ def create_app(db: AdminDB) -> Starlette:
         return page("login.html")
 
     async def login(request: Request) -> Response:
-        data = await form(request)
+        data = await read_form(request)
         if not data.get("username") or not data.get("password"):
             return page("login.html", status_code=400, error="Please enter a username and a password.")
         if (data["username"], data["password"]) != (USERNAME, PASSWORD):
@@ -228,7 +210,7 @@ def create_app(db: AdminDB) -> Starlette:
                     return page(
                         "report.html", kind=kind, threshold=threshold, rows=db.report(records.low_stock, threshold)
                     )
-            except BadInput as error:
+            except Refused as error:
                 return page(
                     "report.html",
                     status_code=error.status,
@@ -251,7 +233,7 @@ def create_app(db: AdminDB) -> Starlette:
             params = grid_params(request, ORDER_SORTS, STATUSES)
             rows, count = db.orders(params["q"], params["status"], params["sort"], params["page"])
             context = grid("/orders", params, rows, count, statuses=("All", *STATUSES), sorts=ORDER_SORTS)
-        except BadInput as error:
+        except Refused as error:
             return refused(error)
         return page("orders.html", **context)
 
@@ -269,17 +251,17 @@ def create_app(db: AdminDB) -> Starlette:
         try:
             db.order_action(found["number"], action)
         except Refused as error:
-            return page("order.html", status_code=422, order=found, error=str(error))
+            return page("order.html", status_code=error.status, order=found, error=error.message)
         return back_to(f"/orders/{found['number']}")
 
     async def order_comment(request: Request) -> Response:
         found = db.order(number(request.path_params["number"]) or 0)
         if found is None:
             return not_found("order")
-        data = await form(request)
+        data = await read_form(request)
         try:
             check_text(data, "comment")
-        except BadInput as error:
+        except Refused as error:
             return page("order.html", status_code=error.status, order=found, error=error.message)
         db.add_comment(found["number"], data["comment"])
         return back_to(f"/orders/{found['number']}")
@@ -291,7 +273,7 @@ def create_app(db: AdminDB) -> Starlette:
             context = grid(
                 "/products", params, rows, count, statuses=("All", "Enabled", "Disabled"), sorts=PRODUCT_SORTS
             )
-        except BadInput as error:
+        except Refused as error:
             return refused(error)
         return page("products.html", **context)
 
@@ -303,13 +285,13 @@ def create_app(db: AdminDB) -> Starlette:
         found = db.product(request.path_params["sku"])
         if found is None:
             return not_found("product")
-        data = await form(request)
+        data = await read_form(request)
         try:
             price = parse_price(data.get("price", ""))
             stock = parse_whole(data.get("stock", ""), "stock", 0, MAX_STOCK)
             status = choice(data.get("status", ""), ("Enabled", "Disabled"), "status")
             check_text(data, "description")
-        except BadInput as error:
+        except Refused as error:
             return page("product.html", status_code=error.status, product=found, error=error.message)
         db.update_product(found["sku"], price, stock, status, data["description"])
         return back_to(f"/products/{found['sku']}")
@@ -319,7 +301,7 @@ def create_app(db: AdminDB) -> Starlette:
             params = grid_params(request, {"newest": ("Newest first", "")}, ("Pending", "Approved"))
             rows, count = db.reviews(params["q"], params["status"], params["page"])
             context = grid("/reviews", params, rows, count, statuses=("All", "Pending", "Approved"))
-        except BadInput as error:
+        except Refused as error:
             return refused(error)
         return page("reviews.html", **context)
 
@@ -344,7 +326,7 @@ def create_app(db: AdminDB) -> Starlette:
             params = grid_params(request, CUSTOMER_SORTS)
             rows, count = db.customers(params["q"], params["sort"], params["page"])
             context = grid("/customers", params, rows, count, sorts=CUSTOMER_SORTS)
-        except BadInput as error:
+        except Refused as error:
             return refused(error)
         return page("customers.html", **context)
 
@@ -356,12 +338,12 @@ def create_app(db: AdminDB) -> Starlette:
         found = db.customer(number(request.path_params["id"]) or 0)
         if found is None:
             return not_found("customer")
-        data = await form(request)
+        data = await read_form(request)
         try:
             check_text(data, "email", "city")
             if not _EMAIL.fullmatch(data["email"]):
-                raise BadInput(400, "The email address must look like name@example.com.")
-        except BadInput as error:
+                raise Refused(400, "The email address must look like name@example.com.")
+        except Refused as error:
             return page("customer.html", status_code=error.status, customer=found, error=error.message)
         db.update_customer(found["id"], data["email"], data["city"])
         return back_to(f"/customers/{found['id']}")
@@ -369,19 +351,19 @@ def create_app(db: AdminDB) -> Starlette:
     async def promotions(request: Request) -> Response:
         query = request.query_params.get("q", "").strip()
         if len(query) > MAX_QUERY:
-            return refused(BadInput(422, f"Searches can be at most {MAX_QUERY} characters long."))
+            return refused(Refused(422, f"Searches can be at most {MAX_QUERY} characters long."))
         return page("promotions.html", rules=db.rules(query), query=query)
 
     def rule_fields(data: dict[str, str]) -> tuple[str, str, int, str, str, str]:
         check_text(data, "name", "code")
         code = data["code"].upper()
         if not _CODE.fullmatch(code):
-            raise BadInput(400, "The coupon code may hold only letters, digits, '-' and '_'.")
+            raise Refused(400, "The coupon code may hold only letters, digits, '-' and '_'.")
         discount = parse_whole(data.get("discount", ""), "discount", 1, 100)
         starts = parse_date(data.get("starts", ""), "From")
         ends = parse_date(data.get("ends", ""), "To")
         if starts > ends:
-            raise BadInput(422, f"The rule must not end ({ends}) before it starts ({starts}).")
+            raise Refused(422, f"The rule must not end ({ends}) before it starts ({starts}).")
         return (
             data["name"],
             code,
@@ -405,10 +387,10 @@ def create_app(db: AdminDB) -> Starlette:
             if found is None:
                 return not_found("price rule")
             rule_id = found["id"]
-        data = await form(request)
+        data = await read_form(request)
         try:
             fields = rule_fields(data)
-        except BadInput as error:
+        except Refused as error:
             return page("rule.html", status_code=error.status, rule=found, error=error.message, form=data)
         return back_to(f"/promotions/{db.save_rule(rule_id, fields)}")
 
@@ -423,11 +405,11 @@ def create_app(db: AdminDB) -> Starlette:
         found = db.cms_page(number(request.path_params["id"]) or 0)
         if found is None:
             return not_found("CMS page")
-        data = await form(request)
+        data = await read_form(request)
         try:
             check_text(data, "title", "content")
             status = choice(data.get("status", ""), ("Enabled", "Disabled"), "status")
-        except BadInput as error:
+        except Refused as error:
             return page("cms_page.html", status_code=error.status, page=found, error=error.message)
         db.update_page(found["id"], data["title"], data["content"], status)
         return back_to(f"/cms/{found['id']}")

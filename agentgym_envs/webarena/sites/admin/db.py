@@ -5,7 +5,6 @@ millisecond, with the queries of the admin's pages and reports.
 from __future__ import annotations
 
 import sqlite3
-import threading
 from typing import Any
 
 from agentgym_envs.webarena.sites.admin.seed import (
@@ -17,6 +16,8 @@ from agentgym_envs.webarena.sites.admin.seed import (
     seed_connection,
     seed_rows,
 )
+from agentgym_envs.webarena.sites.database import SiteDatabase
+from agentgym_envs.webarena.sites.forms import Refused
 
 __all__ = ["FIRST_DAY", "LAST_DAY", "STATUSES", "TODAY", "AdminDB", "money", "seed_connection", "seed_rows"]
 
@@ -97,41 +98,12 @@ def order_total(connection: sqlite3.Connection, number: int) -> int:
     return int(row[0])
 
 
-class Refused(Exception):
-    """A change the records do not allow (e.g. shipping a canceled order): why, for a 422 page."""
+class AdminDB(SiteDatabase):
+    """The live database of one admin instance: its queries and changes."""
 
-
-class AdminDB:
-    """The live database of one admin instance, plus a pristine copy to restore it from.
-
-    All access goes through one lock: the web server's thread reads and writes while the env's
-    thread restores the seed state at reset.
-    """
-
-    def __init__(self) -> None:
-        self._pristine = seed_connection()
-        self._live = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        self._live.row_factory = sqlite3.Row
-        self._lock = threading.Lock()
-        self.restore()
-
-    def restore(self) -> None:
-        """Put every table back to the seed state."""
-        with self._lock:
-            self._pristine.backup(self._live)
-
-    def close(self) -> None:
-        self._live.close()
-        self._pristine.close()
+    seed = staticmethod(seed_connection)
 
     # ---- reads ----------------------------------------------------------------------------------
-    def _rows(self, sql: str, *args: Any) -> list[dict[str, Any]]:
-        with self._lock:
-            return [dict(row) for row in self._live.execute(sql, args)]
-
-    def _row(self, sql: str, *args: Any) -> dict[str, Any] | None:
-        rows = self._rows(sql, *args)
-        return rows[0] if rows else None
 
     def report(self, function: Any, *args: Any) -> Any:
         """One of the report functions above, on the live data."""
@@ -277,11 +249,6 @@ class AdminDB:
         return self._row("SELECT * FROM cms_pages WHERE id = ?", page_id)
 
     # ---- writes ---------------------------------------------------------------------------------
-    def _write(self, sql: str, *args: Any) -> int:
-        """Run one change; the number of rows it changed."""
-        with self._lock:
-            return self._live.execute(sql, args).rowcount
-
     def order_action(self, number: int, action: str) -> str:
         """Invoice, ship or cancel an order; the new status, or `Refused` when the order's status does
         not allow it (nothing changes then)."""
@@ -289,20 +256,22 @@ class AdminDB:
             row = self._live.execute("SELECT * FROM orders WHERE number = ?", (number,)).fetchone()
             status, invoiced, shipped = row["status"], row["invoiced"], row["shipped"]
             if status in ("Canceled", "Complete"):
-                raise Refused(f"Order #{number} is {status}; it cannot be changed any more.")
+                raise Refused(422, f"Order #{number} is {status}; it cannot be changed any more.")
             if action == "cancel":
                 if invoiced or shipped:
                     raise Refused(
+                        422,
                         f"Order #{number} is already {'invoiced' if invoiced else 'shipped'}; "
-                        "only pending orders can be canceled."
+                        "only pending orders can be canceled.",
                     )
                 status = "Canceled"
             else:
                 if invoiced if action == "invoice" else shipped:
                     raise Refused(
+                        422,
                         f"Order #{number} is already {action}d."
                         if action == "invoice"
-                        else f"Order #{number} is already shipped."
+                        else f"Order #{number} is already shipped.",
                     )
                 invoiced, shipped = invoiced or action == "invoice", shipped or action == "ship"
                 status = "Complete" if invoiced and shipped else "Processing"
@@ -313,10 +282,10 @@ class AdminDB:
             return status
 
     def add_comment(self, number: int, body: str) -> None:
-        self._write("INSERT INTO order_comments (order_number, posted, body) VALUES (?, ?, ?)", number, TODAY, body)
+        self._execute("INSERT INTO order_comments (order_number, posted, body) VALUES (?, ?, ?)", number, TODAY, body)
 
     def update_product(self, sku: str, price: int, stock: int, status: str, description: str) -> None:
-        self._write(
+        self._execute(
             "UPDATE products SET price = ?, stock = ?, status = ?, description = ? WHERE sku = ?",
             price,
             stock,
@@ -326,34 +295,32 @@ class AdminDB:
         )
 
     def approve_review(self, review_id: int) -> None:
-        self._write("UPDATE reviews SET status = 'Approved' WHERE id = ?", review_id)
+        self._execute("UPDATE reviews SET status = 'Approved' WHERE id = ?", review_id)
 
     def delete_review(self, review_id: int) -> None:
-        self._write("DELETE FROM reviews WHERE id = ?", review_id)
+        self._execute("DELETE FROM reviews WHERE id = ?", review_id)
 
     def update_customer(self, customer_id: int, email: str, city: str) -> None:
-        self._write("UPDATE customers SET email = ?, city = ? WHERE id = ?", email, city, customer_id)
+        self._execute("UPDATE customers SET email = ?, city = ? WHERE id = ?", email, city, customer_id)
 
     def save_rule(self, rule_id: int | None, fields: tuple[str, str, int, str, str, str]) -> int:
         """Create (`rule_id` None) or update a price rule of (name, code, discount, starts, ends, status); its id."""
-        with self._lock:
-            if rule_id is None:
-                return int(
-                    self._live.execute(
-                        "INSERT INTO price_rules (name, code, discount, starts, ends, status) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        fields,
-                    ).lastrowid
-                )
-            self._live.execute(
-                "UPDATE price_rules SET name = ?, code = ?, discount = ?, starts = ?, ends = ?, status = ? "
-                "WHERE id = ?",
-                (*fields, rule_id),
+        if rule_id is None:
+            return int(
+                self._execute(
+                    "INSERT INTO price_rules (name, code, discount, starts, ends, status) VALUES (?, ?, ?, ?, ?, ?)",
+                    *fields,
+                ).lastrowid
             )
-            return rule_id
+        self._execute(
+            "UPDATE price_rules SET name = ?, code = ?, discount = ?, starts = ?, ends = ?, status = ? WHERE id = ?",
+            *fields,
+            rule_id,
+        )
+        return rule_id
 
     def update_page(self, page_id: int, title: str, content: str, status: str) -> None:
-        self._write(
+        self._execute(
             "UPDATE cms_pages SET title = ?, content = ?, status = ? WHERE id = ?", title, content, status, page_id
         )
 

@@ -18,11 +18,12 @@ from urllib.parse import parse_qs, urlencode
 import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from agentgym_envs.webarena.sites.code.db import ISSUE_STATES, MR_STATES, PAGE_SIZE, SORTS, CodeDB
 from agentgym_envs.webarena.sites.code.seed import ROLES, VISIBILITIES
+from agentgym_envs.webarena.sites.forms import Refused, back_to, check_lengths, page_links, parse_page
 
 SITE_NAME = "Loopback Code"
 #: The longest value of each text field, in characters, and its name in error messages.
@@ -34,51 +35,8 @@ MAX_TEXT = {
     "name": (100, "project name"),
     "username": (100, "username"),
 }
-_PAGE = re.compile(r"[1-9][0-9]{0,3}")
 _IID = re.compile(r"[1-9][0-9]{0,8}")
 _PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]*")
-
-
-class Refused(Exception):
-    """Input the site does not accept: the HTTP status (400 malformed, 422 not acceptable) and why."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def check_lengths(data: dict[str, str], *keys: str) -> None:
-    """`Refused` (422) when a field of `data` is longer than its `MAX_TEXT` limit."""
-    for key in keys:
-        limit, label = MAX_TEXT[key]
-        if len(data.get(key, "")) > limit:
-            raise Refused(422, f"The {label} can be at most {limit} characters long.")
-
-
-def parse_page(text: str) -> int:
-    """A page number from a URL query (empty: the first page), or `Refused`."""
-    if not text:
-        return 1
-    if not _PAGE.fullmatch(text):
-        raise Refused(400, "The page must be a whole number from 1 to 9999.")
-    return int(text)
-
-
-def page_links(path: str, params: dict[str, str], page: int, total: int) -> list[tuple[str, str, bool]]:
-    """(label, url, is_current) of a list's pages, with the previous and next page (none for one page)."""
-    last = max(1, -(-total // PAGE_SIZE))
-    if last == 1:
-        return []
-
-    def link(number: int) -> str:
-        return f"{path}?{urlencode({k: v for k, v in {**params, 'page': str(number)}.items() if v})}"
-
-    links = [("Previous page", link(page - 1), False)] if page > 1 else []
-    links += [(f"Page {number}", link(number), number == page) for number in range(1, last + 1)]
-    if page < last:
-        links.append(("Next page", link(page + 1), False))
-    return links
 
 
 def project_path(name: str) -> str:
@@ -113,9 +71,6 @@ def create_app(db: CodeDB) -> Starlette:
     def first(data: dict[str, list[str]], key: str) -> str:
         return data.get(key, [""])[-1]
 
-    def back_to(url: str) -> RedirectResponse:
-        return RedirectResponse(url, status_code=303)
-
     def listing(request: Request, rows: list[dict[str, Any]], path: str, params: dict[str, str]) -> dict[str, Any]:
         """The page of `rows` the URL asks for, with its page links (`Refused` for a bad page number)."""
         number = parse_page(request.query_params.get("page", ""))
@@ -123,12 +78,12 @@ def create_app(db: CodeDB) -> Starlette:
             "rows": rows[(number - 1) * PAGE_SIZE : number * PAGE_SIZE],
             "total": len(rows),
             "first": (number - 1) * PAGE_SIZE + 1,
-            "page_links": page_links(path, params, number, len(rows)),
+            "page_links": page_links(path, params, number, len(rows), PAGE_SIZE),
         }
 
     def query_param(request: Request, key: str) -> str:
         value = request.query_params.get(key, "").strip()
-        check_lengths({key: value}, "q" if key == "q" else "username")
+        check_lengths(MAX_TEXT, {key: value}, "q" if key == "q" else "username")
         return value
 
     def the_project(request: Request) -> dict[str, Any] | None:
@@ -214,7 +169,7 @@ def create_app(db: CodeDB) -> Starlette:
         try:
             if not data["name"]:
                 raise Refused(400, "Please give the project a name.")
-            check_lengths(data, "name", "description")
+            check_lengths(MAX_TEXT, data, "name", "description")
             if not _PROJECT_NAME.fullmatch(data["name"]):
                 raise Refused(422, "A project name may hold letters, digits, spaces, '.', '_' and '-', and starts "
                                    "with a letter or digit.")  # fmt: skip
@@ -361,7 +316,7 @@ def create_app(db: CodeDB) -> Starlette:
                 body = first(data, "body")
                 if not body:
                     raise Refused(400, "Please write a comment.")
-                check_lengths({"body": body}, "body")
+                check_lengths(MAX_TEXT, {"body": body}, "body")
                 db.add_note("issue", row["id"], body)
             elif action in ("close", "reopen"):
                 db.set_issue(row["id"], "state", "closed" if action == "close" else "opened")
@@ -396,7 +351,7 @@ def create_app(db: CodeDB) -> Starlette:
         try:
             if not title:
                 raise Refused(400, "Please give the issue a title.")
-            check_lengths({"title": title, "body": body}, "title", "body")
+            check_lengths(MAX_TEXT, {"title": title, "body": body}, "title", "body")
             labels, assignee_id, milestone_id = choose(found, data)
         except Refused as refused:
             return new_issue_page(found, refused.status, refused.message, title=title, body=body)
@@ -443,7 +398,7 @@ def create_app(db: CodeDB) -> Starlette:
                 body = first(data, "body")
                 if not body:
                     raise Refused(400, "Please write a comment.")
-                check_lengths({"body": body}, "body")
+                check_lengths(MAX_TEXT, {"body": body}, "body")
                 db.add_note("merge_request", row["id"], body)
             elif action in ("merge", "close"):
                 if row["state"] != "opened":
@@ -479,7 +434,7 @@ def create_app(db: CodeDB) -> Starlette:
             role = parse_role(first(data, "role"))
             if not username:
                 raise Refused(400, "Please give the username of the user to add.")
-            check_lengths({"username": username}, "username")
+            check_lengths(MAX_TEXT, {"username": username}, "username")
             user = db.user(username)
             if user is None:
                 raise Refused(422, f"There is no user with the username {username!r}.")
@@ -529,7 +484,7 @@ def create_app(db: CodeDB) -> Starlette:
         try:
             if not data["name"]:
                 raise Refused(400, "Please give the project a name.")
-            check_lengths(data, "name", "description")
+            check_lengths(MAX_TEXT, data, "name", "description")
             if not _PROJECT_NAME.fullmatch(data["name"]):
                 raise Refused(422, "A project name may hold letters, digits, spaces, '.', '_' and '-', and starts "
                                    "with a letter or digit.")  # fmt: skip

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from agentgym_envs.webarena.sites.forms import Refused, back_to, check_lengths, page_links, parse_page, read_form
 from agentgym_envs.webarena.sites.forum.db import DELETED, ME_ID, PAGE_SIZE, SORTS, ForumDB, search_clause
 
 SITE_NAME = "Loopback Forum"
@@ -36,36 +37,9 @@ MAX_TEXT = {
     "description": (1500, "description"),
 }
 _ID = re.compile(r"[1-9][0-9]{0,8}")
-_PAGE = re.compile(r"[1-9][0-9]{0,3}")
 _FORUM_NAME = re.compile(r"[A-Za-z0-9_]{3,25}")
 _URL = re.compile(r"https?://[^\s/]+\S*")
 _DIRECTIONS = {"up": 1, "down": -1}
-
-
-class Refused(Exception):
-    """Input the forum does not accept: the HTTP status and why."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def check_lengths(data: dict[str, str], *keys: str) -> None:
-    """`Refused` (422) when a field of `data` is longer than its `MAX_TEXT` limit."""
-    for key in keys:
-        limit, label = MAX_TEXT[key]
-        if len(data.get(key, "")) > limit:
-            raise Refused(422, f"The {label} can be at most {limit} characters long.")
-
-
-def parse_page(text: str) -> int:
-    """A page number from a URL query (empty: the first page), or `Refused`."""
-    if not text:
-        return 1
-    if not _PAGE.fullmatch(text):
-        raise Refused(400, "The page must be a whole number from 1 to 9999.")
-    return int(text)
 
 
 def parse_id(text: str) -> int | None:
@@ -78,28 +52,12 @@ def post_fields(data: dict[str, str]) -> tuple[str, str, str]:
     title, link, body = data.get("title", ""), data.get("url", ""), data.get("body", "")
     if not title:
         raise Refused(400, "Please give the post a title.")
-    check_lengths(data, "title", "url", "body")
+    check_lengths(MAX_TEXT, data, "title", "url", "body")
     if link and not _URL.fullmatch(link):
         raise Refused(
             422, "The URL must start with http:// or https:// and name a host, e.g. https://example.com/page."
         )
     return title, link, body
-
-
-def page_links(path: str, params: dict[str, str], page: int, total: int) -> list[tuple[str, str, bool]]:
-    """(label, url, is_current) of a list's pages, with the previous and next page (none for one page)."""
-    last = max(1, -(-total // PAGE_SIZE))
-    if last == 1:
-        return []
-
-    def link(number: int) -> str:
-        return f"{path}?{urlencode({k: v for k, v in {**params, 'page': str(number)}.items() if v})}"
-
-    links = [("Previous page", link(page - 1), False)] if page > 1 else []
-    links += [(f"Page {number}", link(number), number == page) for number in range(1, last + 1)]
-    if page < last:
-        links.append(("Next page", link(page + 1), False))
-    return links
 
 
 def local_path(text: str, default: str) -> str:
@@ -127,13 +85,6 @@ def create_app(db: ForumDB) -> Starlette:
     def forbidden(what: str) -> HTMLResponse:
         return page("message.html", status_code=403, title="Forbidden", message=f"You can only change your own {what}.")
 
-    async def form(request: Request) -> dict[str, str]:
-        body = (await request.body()).decode("utf-8", "replace")
-        return {key: values[-1].strip() for key, values in parse_qs(body, keep_blank_values=True).items()}
-
-    def back_to(url: str) -> RedirectResponse:
-        return RedirectResponse(url, status_code=303)
-
     def listing(request: Request, template: str, path: str, where: str, args: tuple, **context: Any) -> Response:
         """A sorted, paginated list of submissions (sort and page from the URL query)."""
         sort = request.query_params.get("sort", "")
@@ -152,7 +103,7 @@ def create_app(db: ForumDB) -> Starlette:
             total=len(found),
             sort=sort,
             sort_links=sort_links,
-            page_links=page_links(path, {**base, "sort": sort}, number, len(found)),
+            page_links=page_links(path, {**base, "sort": sort}, number, len(found), PAGE_SIZE),
             here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
             **context,
         )
@@ -210,7 +161,7 @@ def create_app(db: ForumDB) -> Starlette:
         found = submission_of(request)
         if found is None:
             return not_found("submission")
-        data = await form(request)
+        data = await read_form(request)
         if data.get("direction") not in _DIRECTIONS:
             return show_submission(found, status_code=400, error="A vote must be up or down.")
         db.vote_submission(found["id"], _DIRECTIONS[data["direction"]])
@@ -220,11 +171,11 @@ def create_app(db: ForumDB) -> Starlette:
         found = submission_of(request)
         if found is None:
             return not_found("submission")
-        data = await form(request)
+        data = await read_form(request)
         try:
             if not data.get("comment"):
                 raise Refused(400, "Please write a comment.")
-            check_lengths(data, "comment")
+            check_lengths(MAX_TEXT, data, "comment")
         except Refused as refused:
             return show_submission(found, status_code=refused.status, error=refused.message)
         comment_id = db.add_comment(found["id"], None, data["comment"])
@@ -242,11 +193,11 @@ def create_app(db: ForumDB) -> Starlette:
         comment = comment_of(request, found) if found else None
         if comment is None:
             return not_found("comment")
-        data = await form(request)
+        data = await read_form(request)
         try:
             if not data.get("comment"):
                 raise Refused(400, "Please write a reply.")
-            check_lengths(data, "comment")
+            check_lengths(MAX_TEXT, data, "comment")
         except Refused as refused:
             return page("comment.html", status_code=refused.status, s=found,
                         comments=db.thread(found["id"], comment["id"]), error=refused.message)  # fmt: skip
@@ -258,7 +209,7 @@ def create_app(db: ForumDB) -> Starlette:
         comment = comment_of(request, found) if found else None
         if comment is None:
             return not_found("comment")
-        data = await form(request)
+        data = await read_form(request)
         if data.get("direction") not in _DIRECTIONS:
             return show_submission(found, status_code=400, error="A vote must be up or down.")
         db.vote_comment(comment["id"], _DIRECTIONS[data["direction"]])
@@ -273,11 +224,11 @@ def create_app(db: ForumDB) -> Starlette:
             return forbidden("comments")
         if request.method == "GET":
             return page("comment_edit.html", s=found, comment=comment)
-        data = await form(request)
+        data = await read_form(request)
         try:
             if not data.get("comment"):
                 raise Refused(400, "A comment cannot be empty; delete it instead.")
-            check_lengths(data, "comment")
+            check_lengths(MAX_TEXT, data, "comment")
         except Refused as refused:
             return page("comment_edit.html", status_code=refused.status, s=found, comment=comment,
                         error=refused.message)  # fmt: skip
@@ -300,7 +251,7 @@ def create_app(db: ForumDB) -> Starlette:
             return not_found("forum")
         if request.method == "GET":
             return page("submit.html", forum=found, post=None)
-        data = await form(request)
+        data = await read_form(request)
         try:
             fields = post_fields(data)
         except Refused as refused:
@@ -317,7 +268,7 @@ def create_app(db: ForumDB) -> Starlette:
         forum = db.forum(found["forum"])
         if request.method == "GET":
             return page("submit.html", forum=forum, post=found, editing=True)
-        data = await form(request)
+        data = await read_form(request)
         try:
             fields = post_fields(data)
         except Refused as refused:
@@ -348,7 +299,7 @@ def create_app(db: ForumDB) -> Starlette:
             "user.html",
             user=found,
             submissions=posts[(number - 1) * PAGE_SIZE : number * PAGE_SIZE],
-            page_links=page_links(f"/user/{found['username']}", {}, number, len(posts)),
+            page_links=page_links(f"/user/{found['username']}", {}, number, len(posts), PAGE_SIZE),
             here=f"/user/{found['username']}" + (f"?page={number}" if number > 1 else ""),
         )
 
@@ -366,7 +317,7 @@ def create_app(db: ForumDB) -> Starlette:
             "user_comments.html",
             user=found,
             comments=comments[(number - 1) * PAGE_SIZE : number * PAGE_SIZE],
-            page_links=page_links(path, {}, number, len(comments)),
+            page_links=page_links(path, {}, number, len(comments), PAGE_SIZE),
         )
 
     async def edit_bio(request: Request) -> Response:
@@ -377,9 +328,9 @@ def create_app(db: ForumDB) -> Starlette:
             return forbidden("biography")
         if request.method == "GET":
             return page("bio.html", user=found)
-        data = await form(request)
+        data = await read_form(request)
         try:
-            check_lengths(data, "bio")
+            check_lengths(MAX_TEXT, data, "bio")
         except Refused as refused:
             return page(
                 "bio.html", status_code=refused.status, user={**found, "bio": data["bio"]}, error=refused.message
@@ -390,12 +341,12 @@ def create_app(db: ForumDB) -> Starlette:
     async def create_forum(request: Request) -> Response:
         if request.method == "GET":
             return page("create_forum.html", values={})
-        data = await form(request)
+        data = await read_form(request)
         name = data.get("name", "")
         try:
             if not (name and data.get("forum_title") and data.get("description")):
                 raise Refused(400, "Please give the forum a name, a title and a description.")
-            check_lengths(data, "name", "forum_title", "description")
+            check_lengths(MAX_TEXT, data, "name", "forum_title", "description")
             if not _FORUM_NAME.fullmatch(name):
                 raise Refused(422, "A forum name has 3 to 25 letters, digits or underscores, e.g. home_brewing.")
             if db.forum(name) is not None:

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from agentgym_envs.webarena.sites.forms import Refused
 from agentgym_envs.webarena.sites.map.db import MapDB, address, category_of, coordinates
 from agentgym_envs.webarena.sites.map.gazetteer import CATEGORIES, MODES
 from agentgym_envs.webarena.sites.map.routing import format_distance, format_duration
@@ -36,15 +37,6 @@ _PAGE = re.compile(r"[0-9]{1,6}")
 _PLACE_ID = re.compile(r"[0-9]{1,9}")
 _DEGREES = re.compile(r"-?[0-9]{1,3}(\.[0-9]{1,12})?")
 _NEAR, _IN = re.compile(r"(.+?)\s+near\s+(.+)", re.I), re.compile(r"(.+?)\s+in\s+(.+)", re.I)
-
-
-class Refused(Exception):
-    """Input the site does not accept: the HTTP status (400, 404, 422) and why."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def place_id(text: str) -> int | None:

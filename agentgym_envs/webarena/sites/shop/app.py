@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from agentgym_envs.webarena.sites.forms import Refused, back_to, check_lengths, page_links, parse_page, read_form
 from agentgym_envs.webarena.sites.shop.db import (
     MAX_QUANTITY,
     PAGE_SIZE,
@@ -45,22 +46,12 @@ MAX_TEXT = {
     "zip": (20, "ZIP code"),
     "email": (100, "email address"),
 }
-_PAGE = re.compile(r"[1-9][0-9]{0,3}")
 _PRICE = re.compile(r"([0-9]{1,6})(?:\.([0-9]{1,2}))?")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 #: The listing filters a URL query may carry, and the sort; the links of a listing keep them.
 LISTING_KEYS = ("category", "min_price", "max_price", "rating", "sort")
 _WHOLE_NUMBER = re.compile(r"[0-9]+")
 _ORDER_NUMBER = re.compile(r"[0-9]{1,9}")  # shorter than SQLite's 64-bit integers and Python's parsing limit
-
-
-class Refused(Exception):
-    """Input the shop does not accept: the HTTP status (400 malformed, 422 out of bounds) and why."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def parse_quantity(text: str, least: int, what: str = "The quantity") -> int:
@@ -71,23 +62,6 @@ def parse_quantity(text: str, least: int, what: str = "The quantity") -> int:
     if len(digits) > len(str(MAX_QUANTITY)) or not least <= int(digits) <= MAX_QUANTITY:
         raise Refused(422, f"{what} must be from {least} to {MAX_QUANTITY}.")
     return int(digits)
-
-
-def check_lengths(data: dict[str, str], *keys: str) -> None:
-    """`Refused` (422) when a field of `data` is longer than its `MAX_TEXT` limit."""
-    for key in keys:
-        limit, label = MAX_TEXT[key]
-        if len(data.get(key, "")) > limit:
-            raise Refused(422, f"The {label} can be at most {limit} characters long.")
-
-
-def parse_page(text: str) -> int:
-    """A page number from a URL query (empty: the first page), or `Refused`."""
-    if not text:
-        return 1
-    if not _PAGE.fullmatch(text):
-        raise Refused(400, "The page must be a whole number from 1 to 9999.")
-    return int(text)
 
 
 def parse_price(text: str, what: str) -> int | None:
@@ -116,23 +90,6 @@ def paginate(rows: list[dict[str, Any]], page: int) -> list[dict[str, Any]]:
     return rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
 
 
-def page_links(path: str, params: dict[str, str], page: int, total: int) -> list[tuple[str, str, bool]]:
-    """(label, url, is_current) of a list's pages, with the previous and next page (none for one page)."""
-    last = max(1, -(-total // PAGE_SIZE))
-    if last == 1:
-        return []
-
-    def link(number: int) -> str:
-        query = urlencode({key: value for key, value in {**params, "page": str(number)}.items() if value})
-        return f"{path}?{query}"
-
-    links = [("Previous page", link(page - 1), False)] if page > 1 else []
-    links += [(f"Page {number}", link(number), number == page) for number in range(1, last + 1)]
-    if page < last:
-        links.append(("Next page", link(page + 1), False))
-    return links
-
-
 def order_number(text: str) -> int | None:
     """An order number from a URL, or None when `text` cannot be one."""
     return int(text) if _ORDER_NUMBER.fullmatch(text) else None
@@ -156,13 +113,6 @@ def create_app(db: ShopDB) -> Starlette:
 
     def not_found(what: str) -> HTMLResponse:
         return page("not_found.html", status_code=404, what=what)
-
-    async def form(request: Request) -> dict[str, str]:
-        body = (await request.body()).decode("utf-8", "replace")
-        return {key: values[-1].strip() for key, values in parse_qs(body, keep_blank_values=True).items()}
-
-    def back_to(url: str) -> RedirectResponse:
-        return RedirectResponse(url, status_code=303)
 
     async def home(request: Request) -> Response:
         return page("home.html", products=db.featured())
@@ -199,7 +149,7 @@ def create_app(db: ShopDB) -> Starlette:
             params={**params, "sort": sort},
             path=path,
             sort_links=sort_links(path, params, sort),
-            page_links=page_links(path, {**params, "sort": sort}, number, len(products)),
+            page_links=page_links(path, {**params, "sort": sort}, number, len(products), PAGE_SIZE),
             **context,
         )
 
@@ -250,7 +200,7 @@ def create_app(db: ShopDB) -> Starlette:
 
     async def add_review(request: Request) -> Response:
         sku = request.path_params["sku"]
-        data = await form(request)
+        data = await read_form(request)
         rating = data.get("rating", "")
         found = db.product(sku)
         if found is None:
@@ -258,7 +208,7 @@ def create_app(db: ShopDB) -> Starlette:
         try:
             if not (data.get("title") and data.get("body") and rating in ("1", "2", "3", "4", "5")):
                 raise Refused(400, "Please give a rating, a title and a review.")
-            check_lengths(data, "nickname", "title", "body")
+            check_lengths(MAX_TEXT, data, "nickname", "title", "body")
         except Refused as refused:
             return page(
                 "product.html",
@@ -275,7 +225,7 @@ def create_app(db: ShopDB) -> Starlette:
         return page("cart.html", items=items, total=sum(item["subtotal"] for item in items))
 
     async def cart_add(request: Request) -> Response:
-        data = await form(request)
+        data = await read_form(request)
         sku = data.get("sku", "")
         found = db.product(sku)
         if found is None:
@@ -299,7 +249,7 @@ def create_app(db: ShopDB) -> Starlette:
         return back_to("/cart")
 
     async def cart_update(request: Request) -> Response:
-        data = await form(request)
+        data = await read_form(request)
         items = db.cart()
         try:
             quantities = {
@@ -315,7 +265,7 @@ def create_app(db: ShopDB) -> Starlette:
         return back_to("/cart")
 
     async def cart_remove(request: Request) -> Response:
-        db.set_cart_quantity((await form(request)).get("sku", ""), 0)
+        db.set_cart_quantity((await read_form(request)).get("sku", ""), 0)
         return back_to("/cart")
 
     async def checkout(request: Request) -> Response:
@@ -329,7 +279,7 @@ def create_app(db: ShopDB) -> Starlette:
         )
 
     async def place_order(request: Request) -> Response:
-        data = await form(request)
+        data = await read_form(request)
         items = db.cart()
         fields = [data.get(key, "") for key in ("name", "street", "city", "zip")]
         method = data.get("shipping", "")
@@ -340,7 +290,7 @@ def create_app(db: ShopDB) -> Starlette:
                 raise Refused(400, "Please choose a shipping method.")
             if not all(fields):
                 raise Refused(400, "Please fill in every field of the shipping address.")
-            check_lengths(data, "name", "street", "city", "zip")
+            check_lengths(MAX_TEXT, data, "name", "street", "city", "zip")
         except Refused as refused:
             return page(
                 "checkout.html",
@@ -369,7 +319,7 @@ def create_app(db: ShopDB) -> Starlette:
             first=(number - 1) * PAGE_SIZE + 1,
             status=status,
             statuses=STATUSES,
-            page_links=page_links("/orders", {"status": status}, number, len(found)),
+            page_links=page_links("/orders", {"status": status}, number, len(found), PAGE_SIZE),
         )
 
     async def latest_order(request: Request) -> Response:
@@ -396,12 +346,12 @@ def create_app(db: ShopDB) -> Starlette:
         return page("address.html", customer=db.customer())
 
     async def save_address(request: Request) -> Response:
-        data = await form(request)
+        data = await read_form(request)
         fields = [data.get(key, "") for key in ("street", "city", "zip")]
         try:
             if not all(fields):
                 raise Refused(400, "Please fill in the street, the city and the ZIP code.")
-            check_lengths(data, "street", "city", "zip")
+            check_lengths(MAX_TEXT, data, "street", "city", "zip")
         except Refused as refused:
             return page("address.html", status_code=refused.status, customer=db.customer(), error=refused.message)
         db.update_address(*fields)
@@ -411,12 +361,12 @@ def create_app(db: ShopDB) -> Starlette:
         return page("account_edit.html", customer=db.customer())
 
     async def save_account(request: Request) -> Response:
-        data = await form(request)
+        data = await read_form(request)
         name, email = data.get("name", ""), data.get("email", "")
         try:
             if not (name and email):
                 raise Refused(400, "Please fill in your full name and your email address.")
-            check_lengths(data, "name", "email")
+            check_lengths(MAX_TEXT, data, "name", "email")
             if not _EMAIL.fullmatch(email):
                 raise Refused(422, "The email address must look like name@example.com.")
         except Refused as refused:
@@ -432,7 +382,7 @@ def create_app(db: ShopDB) -> Starlette:
         fields = [data.get(key, "") for key in ("name", "street", "city", "zip")]
         if not all(fields):
             raise Refused(400, "Please fill in the full name, the street, the city and the ZIP code.")
-        check_lengths(data, "name", "street", "city", "zip")
+        check_lengths(MAX_TEXT, data, "name", "street", "city", "zip")
         return fields
 
     def address_id(request: Request) -> dict[str, Any] | None:
@@ -443,7 +393,7 @@ def create_app(db: ShopDB) -> Starlette:
         return page("address_book_form.html", address=None)
 
     async def add_address(request: Request) -> Response:
-        data = await form(request)
+        data = await read_form(request)
         try:
             fields = address_fields(data)
         except Refused as refused:
@@ -460,7 +410,7 @@ def create_app(db: ShopDB) -> Starlette:
         if found is None:
             return not_found("address")
         try:
-            fields = address_fields(await form(request))
+            fields = address_fields(await read_form(request))
         except Refused as refused:
             return page("address_book_form.html", status_code=refused.status, address=found, error=refused.message)
         db.edit_address(found["id"], *fields)
@@ -486,14 +436,14 @@ def create_app(db: ShopDB) -> Starlette:
         return page("wishlist.html", items=db.wishlist())
 
     async def wishlist_add(request: Request) -> Response:
-        sku = (await form(request)).get("sku", "")
+        sku = (await read_form(request)).get("sku", "")
         if db.product(sku) is None:
             return not_found("product")
         db.add_to_wishlist(sku)
         return back_to("/wishlist")
 
     async def wishlist_remove(request: Request) -> Response:
-        db.remove_from_wishlist((await form(request)).get("sku", ""))
+        db.remove_from_wishlist((await read_form(request)).get("sku", ""))
         return back_to("/wishlist")
 
     async def missing(request: Request, exc: Exception) -> Response:
