@@ -1,15 +1,27 @@
-"""What the sites share in reading requests and answering them: `Refused` for input a site does not
-accept, the checks of form fields and page numbers, posted forms, redirects and a list's page links."""
+"""What the sites share in reading requests and answering them: their templates, `Refused` for input a
+site does not accept, the checks of form fields and page numbers, posted forms, redirects and a list's
+page links."""
 
 from __future__ import annotations
 
 import re
 from urllib.parse import parse_qs, urlencode
 
+import jinja2
 from starlette.requests import Request
 from starlette.responses import RedirectResponse
 
 _PAGE = re.compile(r"[1-9][0-9]{0,3}")
+
+
+def site_templates(package: str, site_name: str) -> jinja2.Environment:
+    """The Jinja2 templates of the site package `package` (its `templates` folder), HTML-escaped, with
+    `site_name` on every page."""
+    templates = jinja2.Environment(
+        loader=jinja2.PackageLoader(package, "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True
+    )
+    templates.globals["site_name"] = site_name
+    return templates
 
 
 class Refused(Exception):

@@ -16,7 +16,6 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
-import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -34,7 +33,7 @@ from agentgym_envs.webarena.sites.admin.db import (
     AdminDB,
     money,
 )
-from agentgym_envs.webarena.sites.forms import Refused, back_to, check_lengths, read_form
+from agentgym_envs.webarena.sites.forms import Refused, back_to, check_lengths, read_form, site_templates
 
 SITE_NAME = "Loopback Market Admin"
 USERNAME, PASSWORD = "admin", "admin1234"
@@ -123,14 +122,8 @@ def choice(value: str, allowed: Any, what: str) -> str:
 
 def create_app(db: AdminDB) -> Starlette:
     """The admin as an ASGI app over `db`."""
-    templates = jinja2.Environment(
-        loader=jinja2.PackageLoader("agentgym_envs.webarena.sites.admin", "templates"),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    templates = site_templates("agentgym_envs.webarena.sites.admin", SITE_NAME)
     templates.filters["money"] = money
-    templates.globals["site_name"] = SITE_NAME
 
     def page(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(templates.get_template(name).render(**context), status_code=status_code)

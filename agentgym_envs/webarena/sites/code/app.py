@@ -15,7 +15,6 @@ import re
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -23,7 +22,7 @@ from starlette.routing import Route
 
 from agentgym_envs.webarena.sites.code.db import ISSUE_STATES, MR_STATES, PAGE_SIZE, SORTS, CodeDB
 from agentgym_envs.webarena.sites.code.seed import ROLES, VISIBILITIES
-from agentgym_envs.webarena.sites.forms import Refused, back_to, check_lengths, page_links, parse_page
+from agentgym_envs.webarena.sites.forms import Refused, back_to, check_lengths, page_links, parse_page, site_templates
 
 SITE_NAME = "Loopback Code"
 #: The longest value of each text field, in characters, and its name in error messages.
@@ -46,13 +45,7 @@ def project_path(name: str) -> str:
 
 def create_app(db: CodeDB) -> Starlette:
     """The code host as an ASGI app over `db`."""
-    templates = jinja2.Environment(
-        loader=jinja2.PackageLoader("agentgym_envs.webarena.sites.code", "templates"),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    templates.globals["site_name"] = SITE_NAME
+    templates = site_templates("agentgym_envs.webarena.sites.code", SITE_NAME)
 
     def page(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("me", db.me())

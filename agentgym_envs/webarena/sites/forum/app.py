@@ -14,13 +14,20 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
-import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from agentgym_envs.webarena.sites.forms import Refused, back_to, check_lengths, page_links, parse_page, read_form
+from agentgym_envs.webarena.sites.forms import (
+    Refused,
+    back_to,
+    check_lengths,
+    page_links,
+    parse_page,
+    read_form,
+    site_templates,
+)
 from agentgym_envs.webarena.sites.forum.db import DELETED, ME_ID, PAGE_SIZE, SORTS, ForumDB, search_clause
 
 SITE_NAME = "Loopback Forum"
@@ -67,13 +74,8 @@ def local_path(text: str, default: str) -> str:
 
 def create_app(db: ForumDB) -> Starlette:
     """The forum as an ASGI app over `db`."""
-    templates = jinja2.Environment(
-        loader=jinja2.PackageLoader("agentgym_envs.webarena.sites.forum", "templates"),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    templates.globals.update(site_name=SITE_NAME, DELETED=DELETED, me_id=ME_ID)
+    templates = site_templates("agentgym_envs.webarena.sites.forum", SITE_NAME)
+    templates.globals.update(DELETED=DELETED, me_id=ME_ID)
 
     def page(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("me", db.me())

@@ -14,13 +14,12 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
-import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from agentgym_envs.webarena.sites.forms import Refused
+from agentgym_envs.webarena.sites.forms import Refused, site_templates
 from agentgym_envs.webarena.sites.map.db import MapDB, address, category_of, coordinates
 from agentgym_envs.webarena.sites.map.gazetteer import CATEGORIES, MODES
 from agentgym_envs.webarena.sites.map.routing import format_distance, format_duration
@@ -67,18 +66,11 @@ def paginate(items: list[Any], page_text: str) -> tuple[list[Any], int, int]:
 
 def create_app(db: MapDB) -> Starlette:
     """The map as an ASGI app over `db`."""
-    templates = jinja2.Environment(
-        loader=jinja2.PackageLoader("agentgym_envs.webarena.sites.map", "templates"),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    templates = site_templates("agentgym_envs.webarena.sites.map", SITE_NAME)
     templates.filters["distance"] = format_distance
     templates.filters["duration"] = format_duration
     templates.filters["address"] = address
-    templates.globals.update(
-        site_name=SITE_NAME, homepage=HOMEPAGE, categories=CATEGORIES, modes=MODES, coordinates=coordinates
-    )
+    templates.globals.update(homepage=HOMEPAGE, categories=CATEGORIES, modes=MODES, coordinates=coordinates)
 
     def page(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(templates.get_template(name).render(**context), status_code=status_code)

@@ -14,13 +14,20 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
-import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from agentgym_envs.webarena.sites.forms import Refused, back_to, check_lengths, page_links, parse_page, read_form
+from agentgym_envs.webarena.sites.forms import (
+    Refused,
+    back_to,
+    check_lengths,
+    page_links,
+    parse_page,
+    read_form,
+    site_templates,
+)
 from agentgym_envs.webarena.sites.shop.db import (
     MAX_QUANTITY,
     PAGE_SIZE,
@@ -97,14 +104,8 @@ def order_number(text: str) -> int | None:
 
 def create_app(db: ShopDB) -> Starlette:
     """The shop as an ASGI app over `db`."""
-    templates = jinja2.Environment(
-        loader=jinja2.PackageLoader("agentgym_envs.webarena.sites.shop", "templates"),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    templates = site_templates("agentgym_envs.webarena.sites.shop", SITE_NAME)
     templates.filters["money"] = money
-    templates.globals["site_name"] = SITE_NAME
 
     def page(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("cart_count", sum(item["qty"] for item in db.cart()))
