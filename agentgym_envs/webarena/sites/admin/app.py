@@ -33,7 +33,8 @@ from agentgym_envs.webarena.sites.admin.db import (
     AdminDB,
     money,
 )
-from agentgym_envs.webarena.sites.forms import Refused, back_to, check_lengths, read_form, site_templates
+from agentgym_envs.webarena.sites.pages import back_to, read_form, site_templates
+from agentgym_envs.webarena.sites.refusals import Refused, check_lengths
 
 SITE_NAME = "Loopback Market Admin"
 USERNAME, PASSWORD = "admin", "admin1234"

@@ -17,7 +17,7 @@ from agentgym_envs.webarena.sites.admin.seed import (
     seed_rows,
 )
 from agentgym_envs.webarena.sites.database import SiteDatabase
-from agentgym_envs.webarena.sites.forms import Refused
+from agentgym_envs.webarena.sites.refusals import Refused
 
 __all__ = ["FIRST_DAY", "LAST_DAY", "STATUSES", "TODAY", "AdminDB", "money", "seed_connection", "seed_rows"]
 

@@ -22,7 +22,8 @@ from starlette.routing import Route
 
 from agentgym_envs.webarena.sites.code.db import ISSUE_STATES, MR_STATES, PAGE_SIZE, SORTS, CodeDB
 from agentgym_envs.webarena.sites.code.seed import ROLES, VISIBILITIES
-from agentgym_envs.webarena.sites.forms import Refused, back_to, check_lengths, page_links, parse_page, site_templates
+from agentgym_envs.webarena.sites.pages import back_to, page_links, site_templates
+from agentgym_envs.webarena.sites.refusals import Refused, check_lengths, parse_page
 
 SITE_NAME = "Loopback Code"
 #: The longest value of each text field, in characters, and its name in error messages.

@@ -19,16 +19,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from agentgym_envs.webarena.sites.forms import (
-    Refused,
-    back_to,
-    check_lengths,
-    page_links,
-    parse_page,
-    read_form,
-    site_templates,
-)
 from agentgym_envs.webarena.sites.forum.db import DELETED, ME_ID, PAGE_SIZE, SORTS, ForumDB, search_clause
+from agentgym_envs.webarena.sites.pages import back_to, page_links, read_form, site_templates
+from agentgym_envs.webarena.sites.refusals import Refused, check_lengths, parse_page
 
 SITE_NAME = "Loopback Forum"
 #: The longest value of each text field, in characters, and its name in error messages.

@@ -19,10 +19,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from agentgym_envs.webarena.sites.forms import Refused, site_templates
 from agentgym_envs.webarena.sites.map.db import MapDB, address, category_of, coordinates
 from agentgym_envs.webarena.sites.map.gazetteer import CATEGORIES, MODES
 from agentgym_envs.webarena.sites.map.routing import format_distance, format_duration
+from agentgym_envs.webarena.sites.pages import site_templates
+from agentgym_envs.webarena.sites.refusals import Refused
 
 SITE_NAME = "Loopback Maps"
 HOMEPAGE = "http://home.test"

@@ -19,15 +19,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from agentgym_envs.webarena.sites.forms import (
-    Refused,
-    back_to,
-    check_lengths,
-    page_links,
-    parse_page,
-    read_form,
-    site_templates,
-)
+from agentgym_envs.webarena.sites.pages import back_to, page_links, read_form, site_templates
+from agentgym_envs.webarena.sites.refusals import Refused, check_lengths, parse_page
 from agentgym_envs.webarena.sites.shop.db import (
     MAX_QUANTITY,
     PAGE_SIZE,

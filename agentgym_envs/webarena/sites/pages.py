@@ -1,17 +1,13 @@
-"""What the sites share in reading requests and answering them: their templates, `Refused` for input a
-site does not accept, the checks of form fields and page numbers, posted forms, redirects and a list's
-page links."""
+"""What the sites' apps share in reading requests and answering them: their templates, posted forms,
+redirects and the page links of a list."""
 
 from __future__ import annotations
 
-import re
 from urllib.parse import parse_qs, urlencode
 
 import jinja2
 from starlette.requests import Request
 from starlette.responses import RedirectResponse
-
-_PAGE = re.compile(r"[1-9][0-9]{0,3}")
 
 
 def site_templates(package: str, site_name: str) -> jinja2.Environment:
@@ -22,34 +18,6 @@ def site_templates(package: str, site_name: str) -> jinja2.Environment:
     )
     templates.globals["site_name"] = site_name
     return templates
-
-
-class Refused(Exception):
-    """Input the site does not accept: the HTTP status (400 malformed, 404 unknown, 422 out of bounds
-    or not allowed) and why, for the page that says so."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def check_lengths(limits: dict[str, tuple[int, str]], data: dict[str, str], *keys: str) -> None:
-    """`Refused` (422) when a field of `data` is longer than its limit in `limits` (key -> the most
-    characters, the field's name in the message)."""
-    for key in keys:
-        limit, label = limits[key]
-        if len(data.get(key, "")) > limit:
-            raise Refused(422, f"The {label} can be at most {limit} characters long.")
-
-
-def parse_page(text: str) -> int:
-    """A page number from a URL query (empty: the first page), or `Refused`."""
-    if not text:
-        return 1
-    if not _PAGE.fullmatch(text):
-        raise Refused(400, "The page must be a whole number from 1 to 9999.")
-    return int(text)
 
 
 def page_links(path: str, params: dict[str, str], page: int, total: int, page_size: int) -> list[tuple[str, str, bool]]:
