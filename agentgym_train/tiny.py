@@ -33,6 +33,9 @@ QWEN_STYLE_CHAT_TEMPLATE = (
 )
 #: File in a tiny model's directory that records how it was built (and marks it as one).
 TINY_MARKER = "tiny_model.json"
+#: A tiny tokenizer's own key in its tokenizer_config.json: tokenizers keep it through every `save_pretrained`
+#: (trainer checkpoints, rl-model), where the marker file above is not copied.
+TINY_TOKENIZER_KEY = "agentgym_tiny_tokenizer"
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
 
@@ -141,7 +144,7 @@ def train_tokenizer(
         show_progress=False,
     )
     tokenizer.train_from_iterator(list(texts), trainer=trainer)
-    return PreTrainedTokenizerFast(
+    fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
@@ -150,6 +153,8 @@ def train_tokenizer(
         padding_side="left",
         model_max_length=1 << 20,
     )
+    fast.init_kwargs[TINY_TOKENIZER_KEY] = True
+    return fast
 
 
 def build_tiny_model(
@@ -207,12 +212,19 @@ def load_tokenizer(name_or_path: str | Path) -> Any:
     name_or_path = resolve_model_path(name_or_path)
     # AutoTokenizer would pick Qwen2Tokenizer from the config's model type and swap in Qwen's
     # pre-tokenizer; a tiny model's own tokenizer.json must load as it is.
-    tiny = (Path(name_or_path) / TINY_MARKER).is_file()
+    tiny = (Path(name_or_path) / TINY_MARKER).is_file() or _tiny_tokenizer_config(Path(name_or_path))
     loader = PreTrainedTokenizerFast if tiny else AutoTokenizer
     tokenizer = loader.from_pretrained(str(name_or_path), padding_side="left")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def _tiny_tokenizer_config(directory: Path) -> bool:
+    try:
+        return bool(json.loads((directory / "tokenizer_config.json").read_text()).get(TINY_TOKENIZER_KEY))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def load_model(name_or_path: str | Path, dtype: str = "float32") -> tuple[Any, Any]:

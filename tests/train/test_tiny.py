@@ -26,6 +26,16 @@ def test_tiny_model_reloads_with_its_own_tokenizer(tiny_babyai: Path) -> None:
     assert tokenizer.decode(tokenizer(odd)["input_ids"]) == odd
 
 
+def test_a_resaved_tiny_model_reloads_with_its_own_tokenizer(tiny_babyai: Path, tmp_path: Path) -> None:
+    # what the trainer writes for rl-model and checkpoints: model and tokenizer, no marker file
+    model, tokenizer = load_model(tiny_babyai)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    assert not (tmp_path / TINY_MARKER).exists()
+    text = "Mission: go to the green key\nIn view: green key 1, 2 steps ahead and 1 step to your right."
+    assert load_tokenizer(tmp_path)(text)["input_ids"] == tokenizer(text)["input_ids"]
+
+
 def test_chat_template_is_qwen_style_and_marks_assistant_tokens(tiny_babyai: Path) -> None:
     tokenizer = load_tokenizer(tiny_babyai)
     chat = [
