@@ -21,6 +21,9 @@ strings. The engine then keeps only the ids before the stop (`agentgym_train.rol
 next context extends only part of what was fed: the cache rolls that row back to the common prefix
 (the dropped columns become holes), and only the rest is fed.
 
+The cache's full-attention layers grow in place (`agentgym_train.rollout.growing_cache`): a decode
+step writes one column instead of copying the whole cache.
+
 Use it as the engine's `GenerateFn` for one `RolloutEngine.run` (or a sequence of runs): a call
 whose contexts do not all share a prefix with the previous call's sequences starts over with a fresh
 cache.
@@ -33,6 +36,7 @@ from typing import Any
 
 import torch
 
+from agentgym_train.rollout.growing_cache import GrowingLayer, growing_cache
 from agentgym_train.rollout.stops import StopStrings
 
 
@@ -132,14 +136,12 @@ class CachedSampler:
 
     def _compact(self, max_hole_share: float = 0.25) -> None:
         """Repack each row's real cache columns to the right when holes exceed `max_hole_share`."""
-        from transformers.cache_utils import DynamicLayer
-
         mask = self.mask
         width = int(mask.sum(dim=1).max())
         layers = getattr(self.cache, "layers", None)
         if mask.size(1) - width <= max_hole_share * mask.size(1) or not layers:
             return
-        if any(type(layer) is not DynamicLayer or layer.keys is None for layer in layers):
+        if any(type(layer) is not GrowingLayer or layer.keys is None for layer in layers):
             return  # sliding-window or other layer kinds keep their own layout
         # a stable sort puts each row's holes first and its real columns after, in their order
         index = torch.sort(mask, dim=1, stable=True).indices[:, -width:]
@@ -157,9 +159,7 @@ class CachedSampler:
         # positions count real tokens only, so holes do not stretch distances
         positions = (full.cumsum(dim=1) - 1).clamp(min=0)[:, -ids.size(1) :]
         if self.cache is None:
-            from transformers import DynamicCache
-
-            self.cache = DynamicCache(config=self.model.config)
+            self.cache = growing_cache(self.model.config)
         out = self.model(
             input_ids=ids.to(device),
             attention_mask=full,
