@@ -3,12 +3,16 @@
 Both arms play the same 16-episode multi-turn BabyAI rollout through `RolloutEngine` (same tasks,
 seeds, turn limit and reply length): `CachedSampler` keeps each episode's KV cache between turns;
 the baseline, `hf_generate_fn`, calls `model.generate` on every episode's whole history each turn
-(what a rollout without a multi-turn sampler does). Replies never stop early (no end token), so
-both arms generate the same number of tokens per turn. Each arm runs in its own process; its peak
+(what a rollout without a multi-turn sampler does). A third arm, `cached-cat`, is the same sampler
+on transformers' `DynamicCache`, which copies the whole cache at every appended token (what the
+sampler used before `GrowingLayer`). Replies never stop early (no end token), so every arm
+generates the same number of tokens per turn. Each arm runs in its own process; its peak
 memory is the process's peak RSS above what it held with the model loaded.
 
     python benchmarks/sampler_speed.py               # the tiny model and SmolLM2-135M-Instruct
     python benchmarks/sampler_speed.py --quick       # the tiny model, fewer turns
+    python benchmarks/sampler_speed.py --models smollm2 --arms cached,cached-cat --turn-tokens 128 \
+        --out benchmarks/results/kv_cache_growth.json   # long replies: the cost of copying the cache
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 ENV_ID = "AgentGym/BabyAI-GoToLocal-v0"
 ENV_KWARGS = {"show_actions": False}
-ARMS = ("cached", "generate")
+ARMS = ("cached", "cached-cat", "generate")
 SPEED_TARGET = 1.0  # the sampler's tokens/s at least generate's
 MEMORY_TARGET = 1.0  # and its peak memory at most generate's
 
@@ -79,7 +83,13 @@ def run_arm(path: str, arm: str, episodes: int, turns: int, turn_tokens: int, th
     )
     never = [len(tokenizer)]  # an id no model samples: every reply runs to turn_tokens
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    if arm == "cached":
+    if arm == "cached-cat":
+        from transformers import DynamicCache
+
+        from agentgym_train.rollout import sampler
+
+        sampler.growing_cache = lambda config: DynamicCache(config=config)  # the copying cache
+    if arm.startswith("cached"):
         generate = CachedSampler(model, pad, never, temperature=1.0)
     else:
         generate = hf_generate_fn(model, pad, never, temperature=1.0)
@@ -112,6 +122,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--turn-tokens", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--arms", default="cached,generate", help=f"comma-separated, of {', '.join(ARMS)}")
     parser.add_argument("--quick", action="store_true", help="the tiny model, 4 turns")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "sampler_speed.json"))
     parser.add_argument("--child", nargs=2, metavar=("PATH", "ARM"), help=argparse.SUPPRESS)
@@ -128,24 +139,33 @@ def main() -> None:
         for name in args.models.split(","):
             path = model_path(name, Path(tmp))
             arms = {}
-            for arm in ARMS:  # each arm in a fresh process: peak RSS is per process
+            for arm in args.arms.split(","):  # each arm in a fresh process: peak RSS is per process
                 argv = [sys.executable, __file__, "--child", str(path), arm]
                 argv += ["--episodes", str(args.episodes), "--turns", str(args.turns)]
                 argv += ["--turn-tokens", str(args.turn_tokens), "--threads", str(args.threads)]
                 out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
                 arms[arm] = json.loads(out.strip().splitlines()[-1])
-            speed = arms["cached"]["tokens_per_s"] / arms["generate"]["tokens_per_s"]
-            memory = arms["generate"]["peak_mib_over_model"] / max(arms["cached"]["peak_mib_over_model"], 1.0)
-            results["models"][name] = {"arms": arms, "speedup": speed, "memory_ratio": memory}
+            results["models"][name] = {"arms": arms}
+            for other in ("generate", "cached-cat"):
+                if "cached" in arms and other in arms:
+                    results["models"][name][f"vs_{other}"] = {
+                        "speedup": arms["cached"]["tokens_per_s"] / arms[other]["tokens_per_s"],
+                        "memory_ratio": arms[other]["peak_mib_over_model"]
+                        / max(arms["cached"]["peak_mib_over_model"], 1.0),
+                    }
 
-    print(f"{'model':<10}{'arm':<10}{'tokens':>8}{'tokens/s':>11}{'peak MiB':>10}")
+    print(f"{'model':<10}{'arm':<12}{'tokens':>8}{'tokens/s':>11}{'peak MiB':>10}")
     for name, entry in results["models"].items():
         for arm, row in entry["arms"].items():
             print(
-                f"{name:<10}{arm:<10}{row['sampled_tokens']:>8}{row['tokens_per_s']:>11.0f}"
+                f"{name:<10}{arm:<12}{row['sampled_tokens']:>8}{row['tokens_per_s']:>11.0f}"
                 f"{row['peak_mib_over_model']:>10.0f}"
             )
-        print(f"{name:<10}sampler/generate: {entry['speedup']:.2f}x tokens/s, {entry['memory_ratio']:.2f}x less memory")
+        for other in ("generate", "cached-cat"):
+            if f"vs_{other}" in entry:
+                ratio = entry[f"vs_{other}"]
+                speed, memory = ratio["speedup"], ratio["memory_ratio"]
+                print(f"{name:<10}cached/{other}: {speed:.2f}x tokens/s, {memory:.2f}x less memory")
     results["summary"] = summary(results)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
@@ -155,6 +175,9 @@ def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The headlines for `agentgym bench`: tokens/s and peak memory against `generate`, per model."""
     rows = []
     for name, entry in results["models"].items():
+        if "vs_generate" not in entry:
+            continue
+        entry = {**entry, **entry["vs_generate"]}
         rows.append(
             {
                 "measure": f"{name} rollout tokens/s ({entry['arms']['cached']['tokens_per_s']:,.0f})",
