@@ -1,10 +1,12 @@
-"""A KV cache layer that grows by doubling, so decoding one token costs no copy of the whole cache.
+"""A KV cache layer with spare room, so decoding one token costs no copy of the whole cache.
 
 transformers' `DynamicLayer` appends each step's keys and values with `torch.cat`, which copies every
 cached column: a reply of n tokens over a context of L costs O(n * L) memory traffic, and on a CPU
 that copy outweighs the model itself (SmolLM2-135M, 20 episodes at 1,500 tokens: `aten::cat` took
 more than a third of each decode step). `GrowingLayer` writes new columns into spare room of a
-buffer that doubles when full, and hands the attention a view of the filled part.
+buffer, and hands the attention a view of the filled part. A full buffer is replaced by one a
+quarter larger (at least 64 columns more): appends cost amortised O(new columns), and the spare
+room never exceeds a quarter of the cache (a GPU's memory budget for the cache barely moves).
 
 Operations that replace `keys` / `values` with new tensors (`batch_select_indices`, the sampler's
 column repacking, `crop`) stay correct: the next `update` notices that the tensors are no longer
@@ -20,7 +22,13 @@ from transformers.cache_utils import DynamicLayer
 
 
 class GrowingLayer(DynamicLayer):
-    """A `DynamicLayer` whose `update` appends in place into a buffer with spare room (amortised O(new))."""
+    """A `DynamicLayer` whose `update` appends in place into a buffer with spare room (amortised O(new)).
+
+    Attributes:
+        growth: How much larger a replacement buffer is than what it must hold (and at least 64 columns).
+    """
+
+    growth = 1.25
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         super().lazy_initialization(key_states, value_states)
@@ -33,7 +41,8 @@ class GrowingLayer(DynamicLayer):
             self.lazy_initialization(key_states, value_states)
         length, new = self.get_seq_length(), key_states.size(-2)
         if not self._owns(length, key_states) or self._buffers[0].size(-2) < length + new:
-            self._adopt(length, key_states, value_states, capacity=max(2 * (length + new), 64))
+            need = length + new
+            self._adopt(length, key_states, value_states, capacity=max(int(need * self.growth), need + 64))
         keys, values = self._buffers
         keys[..., length : length + new, :] = key_states
         values[..., length : length + new, :] = value_states
