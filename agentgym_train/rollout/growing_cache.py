@@ -8,9 +8,10 @@ buffer, and hands the attention a view of the filled part. A full buffer is repl
 quarter larger (at least 64 columns more): appends cost amortised O(new columns), and the spare
 room never exceeds a quarter of the cache (a GPU's memory budget for the cache barely moves).
 
-Operations that replace `keys` / `values` with new tensors (`batch_select_indices`, the sampler's
-column repacking, `crop`) stay correct: the next `update` notices that the tensors are no longer
-views of its buffer and adopts them into a new one.
+Operations that replace `keys` / `values` with new tensors stay correct: the next `update` notices
+that the tensors are no longer views of its buffer and adopts them into a new one. Those that make
+a copy (`batch_select_indices`, the sampler's column repacking through `hold`) free the buffer at
+once, so the old buffer and the copy never sit in memory together across the layers.
 """
 
 from __future__ import annotations
@@ -70,6 +71,15 @@ class GrowingLayer(DynamicLayer):
             keys[..., :length, :] = self.keys
             values[..., :length, :] = self.values
         self._buffers = (keys, values)
+
+    def hold(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Hold these states instead (e.g. the same columns reordered), freeing the buffer."""
+        self._buffers = None
+        self.keys, self.values = keys, values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self._buffers = None  # the selection is a copy: let the buffer go now
+        super().batch_select_indices(indices)
 
     def reset(self) -> None:
         self._buffers = None

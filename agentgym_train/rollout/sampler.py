@@ -147,8 +147,8 @@ class CachedSampler:
         index = torch.sort(mask, dim=1, stable=True).indices[:, -width:]
         for layer in layers:
             gather = index.to(layer.keys.device)[:, None, :, None]
-            layer.keys = layer.keys.gather(2, gather.expand(-1, layer.keys.size(1), -1, layer.keys.size(3)))
-            layer.values = layer.values.gather(2, gather.expand(-1, layer.values.size(1), -1, layer.values.size(3)))
+            keys = layer.keys.gather(2, gather.expand(-1, layer.keys.size(1), -1, layer.keys.size(3)))
+            layer.hold(keys, layer.values.gather(2, gather.expand(-1, layer.values.size(1), -1, layer.values.size(3))))
         self.mask = mask.gather(1, index)
 
     # ---- model calls ----------------------------------------------------------------------------------

@@ -34,9 +34,15 @@ def test_growing_layer_holds_what_a_dynamic_layer_holds_through_appends_selects_
         elif op < 0.2 and plain.get_seq_length():
             # the sampler's repacking: a gather along the columns replaces the tensors
             index = torch.stack([torch.randperm(plain.get_seq_length()) for _ in range(batch)])[:, None, :, None]
-            for layer in (grown, plain):
-                layer.keys = layer.keys.gather(2, index.expand(-1, 2, -1, 4))
-                layer.values = layer.values.gather(2, index.expand(-1, 2, -1, 3))
+            plain.keys = plain.keys.gather(2, index.expand(-1, 2, -1, 4))
+            plain.values = plain.values.gather(2, index.expand(-1, 2, -1, 3))
+            if rng.random() < 0.5:
+                grown.hold(
+                    grown.keys.gather(2, index.expand(-1, 2, -1, 4)), grown.values.gather(2, index.expand(-1, 2, -1, 3))
+                )
+            else:  # replaced without telling the layer: it adopts them at the next update
+                grown.keys = grown.keys.gather(2, index.expand(-1, 2, -1, 4))
+                grown.values = grown.values.gather(2, index.expand(-1, 2, -1, 3))
         else:
             keys, values = _columns(batch, rng.choice([1, 1, 1, 7, 40]))
             got = grown.update(keys, values)
@@ -56,6 +62,15 @@ def test_appending_one_column_at_a_time_reallocates_rarely_and_keeps_little_spar
     # capacities 65, 130, 195, 260, then a quarter more each time: 14 buffers where a DynamicLayer makes 2,000
     assert layer.get_seq_length() == 2000 and allocations == 14
     assert layer._buffers[0].size(-2) <= 1.25 * 2000
+
+
+def test_selecting_rows_frees_the_buffer_at_once() -> None:
+    layer = GrowingLayer()
+    layer.update(*_columns(4, 100))
+    buffer = layer._buffers[0]
+    layer.batch_select_indices(torch.tensor([0, 2]))
+    assert layer._buffers is None and layer.keys.size(0) == 2
+    assert torch.equal(layer.keys, buffer[[0, 2], :, :100])
 
 
 def test_a_model_decodes_the_same_logits_with_a_growing_cache(tiny_babyai: Path) -> None:
