@@ -228,13 +228,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["train"] and len(argv) > 1 and argv[1].startswith("--") and argv[1] != "--help":
-        # overrides with no config name: they apply to the default config (argparse would take a value for it)
-        from agentgym_train.commands import DEFAULT_CONFIG
+def config_first(argv: list[str]) -> list[str]:
+    """`argv` with the default config's name put before `--key value` overrides that come without one.
 
-        argv.insert(1, DEFAULT_CONFIG.stem)
+    `train` and `experiment horizons` take [CONFIG] then overrides; given overrides alone, argparse
+    would take the first override's value for CONFIG.
+    """
+    from agentgym_train.commands import DEFAULT_CONFIG
+    from agentgym_train.experiments.horizons import DEFAULT_CONFIG as HORIZONS_CONFIG
+
+    # command words -> (default config, the command's own options that take a value, its flags)
+    commands = {
+        ("train",): (DEFAULT_CONFIG.stem, set(), set()),
+        ("experiment", "horizons"): (HORIZONS_CONFIG.stem, {"--output-dir"}, {"--summary-only"}),
+    }
+    for words, (default, valued, flags) in commands.items():
+        if tuple(argv[: len(words)]) != words:
+            continue
+        i = len(words)
+        while i < len(argv) and (argv[i] in valued | flags or argv[i].split("=")[0] in valued):
+            i += 2 if argv[i] in valued else 1
+        if i < len(argv) and argv[i].startswith("--") and argv[i] != "--help":
+            return [*argv[:i], default, *argv[i:]]
+    return argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = config_first(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

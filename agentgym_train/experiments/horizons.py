@@ -678,8 +678,8 @@ def add_arguments(experiments: Any) -> None:
         "config",
         nargs="?",
         default=DEFAULT_CONFIG.stem,
-        help="the experiment's YAML file, or a packaged one's name (horizons: the CPU miniature); give it "
-        "before --key value overrides",
+        help="the experiment's YAML file, or a packaged one's name (horizons: the CPU miniature); before any "
+        "--key value overrides",
     )
     p.add_argument("--output-dir", default=None, help="where the runs, table and figures go (default: output_dir)")
     p.add_argument("--summary-only", action="store_true", help="re-read finished runs; write the table and figures")

@@ -61,6 +61,29 @@ def test_train_overrides_without_a_config_name_apply_to_the_default_config(capsy
     assert "algorithm must be one of" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "config", "overrides"),
+    [
+        (["experiment", "horizons", "--seeds", "1"], "horizons", ["--seeds", "1"]),
+        (["experiment", "horizons", "--output-dir", "out", "--seeds", "1"], "horizons", ["--seeds", "1"]),
+        (
+            ["experiment", "horizons", "--output-dir=out", "--summary-only", "--seeds", "1"],
+            "horizons",
+            ["--seeds", "1"],
+        ),
+        (["experiment", "horizons", "my.yaml", "--seeds", "1"], "my.yaml", ["--seeds", "1"]),
+        (["train", "--max_steps", "3"], DEFAULT_CONFIG.stem, ["--max_steps", "3"]),
+    ],
+)
+def test_overrides_without_a_config_name_go_after_the_default_config(
+    argv: list[str], config: str, overrides: list[str]
+) -> None:
+    from agentgym_train.cli import build_parser, config_first
+
+    args = build_parser().parse_args(config_first(argv))
+    assert args.config == config and args.overrides == overrides
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
 def test_a_short_pipeline_run_writes_results_and_a_plot(tmp_path: Path, algorithm: str) -> None:
