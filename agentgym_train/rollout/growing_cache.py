@@ -52,9 +52,11 @@ class GrowingLayer(DynamicLayer):
 
     def _owns(self, length: int, key_states: torch.Tensor) -> bool:
         """Whether `keys` / `values` are still the filled part of this layer's buffers."""
-        if self._buffers is None or length == 0:
-            return self._buffers is not None and length == 0 and self._buffers[0].shape[:2] == key_states.shape[:2]
+        if self._buffers is None:
+            return False
         keys, values = self._buffers
+        if length == 0:
+            return keys.shape[:2] == key_states.shape[:2]
         return (
             self.keys.data_ptr() == keys.data_ptr()
             and self.values.data_ptr() == values.data_ptr()

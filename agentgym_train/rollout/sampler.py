@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from transformers.cache_utils import DynamicLayer
 
 from agentgym_train.rollout.growing_cache import GrowingLayer, growing_cache
 from agentgym_train.rollout.stops import StopStrings
@@ -141,14 +142,18 @@ class CachedSampler:
         layers = getattr(self.cache, "layers", None)
         if mask.size(1) - width <= max_hole_share * mask.size(1) or not layers:
             return
-        if any(type(layer) is not GrowingLayer or layer.keys is None for layer in layers):
+        if any(type(layer) not in (DynamicLayer, GrowingLayer) or layer.keys is None for layer in layers):
             return  # sliding-window or other layer kinds keep their own layout
         # a stable sort puts each row's holes first and its real columns after, in their order
         index = torch.sort(mask, dim=1, stable=True).indices[:, -width:]
         for layer in layers:
             gather = index.to(layer.keys.device)[:, None, :, None]
             keys = layer.keys.gather(2, gather.expand(-1, layer.keys.size(1), -1, layer.keys.size(3)))
-            layer.hold(keys, layer.values.gather(2, gather.expand(-1, layer.values.size(1), -1, layer.values.size(3))))
+            values = layer.values.gather(2, gather.expand(-1, layer.values.size(1), -1, layer.values.size(3)))
+            if isinstance(layer, GrowingLayer):
+                layer.hold(keys, values)  # frees its buffer now
+            else:  # transformers' DynamicCache (e.g. the benchmark's copying arm)
+                layer.keys, layer.values = keys, values
         self.mask = mask.gather(1, index)
 
     # ---- model calls ----------------------------------------------------------------------------------
