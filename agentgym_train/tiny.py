@@ -227,14 +227,48 @@ def _tiny_tokenizer_config(directory: Path) -> bool:
         return False
 
 
-def load_model(name_or_path: str | Path, dtype: str = "float32") -> tuple[Any, Any]:
+def training_dtype(args: Any) -> Any:
+    """The torch dtype to load a model in for a trainer config's mixed precision (`bf16` / `fp16`).
+
+    `bf16` gives `torch.bfloat16`: the weights, the reference model TRL builds in the policy's dtype and
+    the rollout's KV cache are then half the size. DeepSpeed keeps its own float32 master weights and
+    FSDP upcasts the trainable (sharded) parameters to float32 itself; under plain DDP the policy and
+    AdamW's state stay bfloat16. `fp16` gives `torch.float32`: its loss scaling (torch's GradScaler)
+    refuses float16 gradients, so fp16 mixed precision needs float32 weights. Neither: `torch.float32`.
+
+    Args:
+        args: A trainer config (e.g. `MultiTurnGRPOConfig`) or a mapping with `bf16` / `fp16` keys;
+            an unset (None) flag counts as False.
+    """
+    import torch
+
+    def flag(name: str) -> bool:
+        value = args.get(name) if isinstance(args, dict) else getattr(args, name, None)
+        return bool(value)
+
+    if flag("bf16") and flag("fp16"):
+        raise ValueError("the trainer config sets both bf16 and fp16; set at most one of them")
+    return torch.bfloat16 if flag("bf16") else torch.float32
+
+
+def load_model(name_or_path: str | Path, dtype: Any = "float32") -> tuple[Any, Any]:
     """Load a causal LM and its tokenizer (a tiny model directory, `smollm2-135m-instruct`, or any local
-    model path / hub id)."""
+    model path / hub id).
+
+    Args:
+        name_or_path: The model.
+        dtype: What to load the weights as: a `torch.dtype` (e.g. `training_dtype(args)`) or its name
+            (`"bfloat16"`, `"float16"`, `"float32"`).
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
+    if isinstance(dtype, str):
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise ValueError(f"dtype {dtype!r} is not a torch dtype; use e.g. 'bfloat16', 'float16' or 'float32'")
+        dtype = getattr(torch, dtype)
     name_or_path = resolve_model_path(name_or_path)
-    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=getattr(torch, dtype))
+    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
     return model, load_tokenizer(name_or_path)
 
 
