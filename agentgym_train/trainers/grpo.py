@@ -48,6 +48,13 @@ class MultiTurnGRPOConfig(GRPOConfig):
     max_turn_tokens: int | None = field(
         default=None, metadata={"help": "Most tokens in one reply (None: the scenario's default_max_turn_tokens)."}
     )
+    eval_max_turns: int | None = field(
+        default=None,
+        metadata={
+            "help": "Turn limit of the evaluation during training, the same at every stage of a max-turn schedule "
+            "so that eval curves compare across stages (None: max_turns, or the env's default when that is None)."
+        },
+    )
     system_prompt: str | None = field(default=None, metadata={"help": "Overrides the scenario's system prompt."})
     num_env_workers: int = field(default=8, metadata={"help": "Threads stepping envs concurrently."})
     env_timeout: float | None = field(
@@ -249,7 +256,14 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         if training:  # one call per rollout batch, however many optimiser steps the batch then feeds
             for scheduler in self._schedulers():
                 scheduler.before_rollout(self.rollout_batches)
-        output = super()._generate_and_score_completions(inputs)
+            output = super()._generate_and_score_completions(inputs)
+        else:  # evaluation: a fixed horizon, not the schedule's current stage
+            fixed = self.args.eval_max_turns if self.args.eval_max_turns is not None else self.args.max_turns
+            stage_turns, self.engine.max_turns = self.engine.max_turns, fixed
+            try:
+                output = super()._generate_and_score_completions(inputs)
+            finally:
+                self.engine.max_turns = stage_turns
         if training:
             self.rollout_batches += 1
             for scheduler in self._schedulers():

@@ -74,6 +74,42 @@ def test_horizon_changes_after_n_rollout_batches_not_n_optimiser_steps(tiny_baby
     assert len(restored) == 1 and restored[0].schedule == schedule and restored[0].engine is resumed.engine
 
 
+def test_evaluation_during_training_runs_at_eval_max_turns_at_every_stage(tiny_babyai: Path, tmp_path: Path) -> None:
+    """The schedule's stages (1 then 2 turns) bound the training rollouts; every evaluation runs 4 turns,
+    and the stage's horizon is back on the engine afterwards."""
+    from train_helpers import BABYAI, ENV_KWARGS
+
+    from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer, task_dataset
+
+    args = grpo_args(
+        tmp_path,
+        max_turns=None,
+        eval_max_turns=4,
+        eval_strategy="steps",
+        eval_steps=1,
+        per_device_eval_batch_size=4,
+        max_completion_length=512,
+    )
+    model, tokenizer = load_model(tiny_babyai)
+    trainer = MultiTurnGRPOTrainer(
+        model,
+        args,
+        eval_dataset=task_dataset(BABYAI, "test", num_tasks=1, env_kwargs=ENV_KWARGS),
+        processing_class=tokenizer,
+        callbacks=[MaxTurnScheduler.stages([1, 2], every=1)],
+    )
+    trainer.train()
+    trainer.engine.close()
+    history = trainer.state.log_history
+    assert _horizons(history) == {1: 1, 2: 2}
+    evals = {row["step"]: row for row in history if "eval_rollout/max_turns" in row}
+    assert {step: row["eval_rollout/max_turns"] for step, row in evals.items()} == {1: 4, 2: 4}
+    # a random tiny model rarely finishes a task: its eval episodes run past either stage's limit
+    assert all(row["eval_episode/turns"] > 2 for row in evals.values())
+    assert max(e.turns for e in trainer.last_episodes) == 4  # the last evaluation's episodes
+    assert trainer.engine.max_turns == 2
+
+
 def _log(scheduler: AdaptiveMaxTurnScheduler, done: int, success: float, truncated: float, budget: float = 0.0) -> None:
     """The trainer's order: a rollout batch ends, then its metrics are logged."""
     scheduler.after_rollout(done)
