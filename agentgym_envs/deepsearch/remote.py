@@ -10,6 +10,7 @@ sent `MAX_QUERIES_PER_REQUEST` at a time.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from agentgym_envs.deepsearch.data import contents_of
@@ -60,7 +61,17 @@ class RemoteRetriever(Retriever):
         document = item.get("document", item) if isinstance(item, dict) else item
         contents = contents_of(document, f"retrieval server {self.url}")
         score = item.get("score", 0.0) if isinstance(item, dict) else 0.0
-        return Passage(str(document.get("id", "")), contents, float(score))
+        return Passage(document_id(document, contents), contents, float(score))
 
     def close(self) -> None:
         self._client.close()
+
+
+def document_id(document: dict[str, Any], contents: str) -> str:
+    """The document's `id`; a server whose corpus rows carry none (`{"title", "text", "contents"}`, as
+    some Search-R1-style servers send) gets a stable id from its contents, so equal documents share one
+    id and different ones differ."""
+    given = document.get("id")
+    if given is not None and str(given) != "":
+        return str(given)
+    return "sha1:" + hashlib.sha1(contents.encode("utf-8", "replace")).hexdigest()[:16]

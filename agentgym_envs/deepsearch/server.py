@@ -53,7 +53,8 @@ def create_app(retriever: Retriever, default_topk: int = 3, chunk: int = CHUNK_Q
 
     class RetrieveRequest(BaseModel):
         queries: list[Annotated[str, Field(max_length=MAX_QUERY_CHARS)]] = Field(max_length=MAX_QUERIES)
-        topk: int | None = Field(default=None, ge=1, le=MAX_TOPK)
+        # 0 or absent: the server's default, as Search-R1's servers read it (`if not request.topk`)
+        topk: int | None = Field(default=None, ge=0, le=MAX_TOPK)
         return_scores: bool = False
 
     app = FastAPI(title="AgentGym Deep Search retrieval server")

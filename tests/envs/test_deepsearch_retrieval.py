@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -182,7 +183,10 @@ def test_protocol_on_the_wire(server, bm25: B.BM25Retriever) -> None:
         )
         bare = client.post(f"{server.url}/retrieve", json={"queries": ["capital"]}).json()["result"]
         assert len(bare[0]) == 3 and set(bare[0][0]) == {"id", "contents"}  # default topk, no scores
-        for bad in ({"topk": 3}, {"queries": ["x"], "topk": 0}, {"queries": "x"}, {"queries": ["x" * 20_001]}):
+        # topk 0 means the server's default, as in Search-R1's servers (`if not request.topk`)
+        zero = client.post(f"{server.url}/retrieve", json={"queries": ["capital"], "topk": 0}).json()["result"]
+        assert zero == bare
+        for bad in ({"topk": 3}, {"queries": ["x"], "topk": -1}, {"queries": "x"}, {"queries": ["x" * 20_001]}):
             assert client.post(f"{server.url}/retrieve", json=bad).status_code == 422
         assert client.get(f"{server.url}/health").json() == {"status": "ok", "documents": NUM_DOCS}
 
@@ -224,6 +228,43 @@ def test_remote_errors_are_clear() -> None:
         RemoteRetriever(f"http://127.0.0.1:{port}", timeout=2).search("x", 3)
     with pytest.raises(ValueError, match="http"):
         RemoteRetriever("localhost:8000")
+
+
+def test_remote_documents_without_ids_get_stable_ones() -> None:
+    """Servers over `{"title", "text", "contents"}` corpora (no `id`) send documents as stored: each
+    distinct document still gets an id of its own, the same on every request."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from agentgym_envs.deepsearch.remote import RemoteRetriever
+
+    rows = [{"title": t, "text": f"{t} text", "contents": f"{t}\n{t} text"} for t in ("Paris", "Rome", "Paris")]
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            result = [[{"document": row, "score": 1.0} for row in rows] for _ in body["queries"]]
+            data = json.dumps({"result": result}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        remote = RemoteRetriever(f"http://127.0.0.1:{server.server_address[1]}", timeout=5)
+        first, again = remote.batch_search(["capital", "city"], 3)
+        remote.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    ids = [p.id for p in first]
+    assert all(ids) and ids[0] == ids[2] != ids[1]  # equal contents, equal ids; different, different
+    assert [p.id for p in again] == ids and first[1].contents == "Rome\nRome text"
 
 
 def test_retrieval_server_command(cache_dir: Path, corpus, capsys: pytest.CaptureFixture[str]) -> None:
