@@ -301,7 +301,7 @@ def _find_java() -> str | None:
 
 
 def _find_chromium() -> str | None:
-    from agentgym_envs.webarena.browser import find_chromium
+    from agentgym_envs.webarena.browser.chromium import find_chromium
 
     try:
         return find_chromium()

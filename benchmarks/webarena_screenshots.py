@@ -12,7 +12,7 @@ import argparse
 import io
 from pathlib import Path
 
-from agentgym_envs.webarena.browser import LAUNCH_ARGS, find_chromium
+from agentgym_envs.webarena.browser.chromium import LAUNCH_ARGS, find_chromium
 from agentgym_envs.webarena.sites import EmbeddedSites
 
 #: Site name -> the short name in the file name.

@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from agentgym_envs.webarena.browser import LAUNCH_ARGS, find_chromium
+from agentgym_envs.webarena.browser.chromium import LAUNCH_ARGS, find_chromium
 from agentgym_envs.webarena.env import WebArenaEnv
 from agentgym_envs.webarena.sites import SITES, EmbeddedSites, resolve
 
@@ -80,7 +80,7 @@ def measure_sites(restores: int = 20) -> dict:
     import gymnasium as gym
 
     import agentgym_envs  # noqa: F401  (registers the env ids)
-    from agentgym_envs.webarena.tasks import TaskCatalog
+    from agentgym_envs.webarena.tasks.catalog import TaskCatalog
 
     before = rss_mb()
     sites = EmbeddedSites()

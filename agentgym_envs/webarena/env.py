@@ -8,22 +8,22 @@ from typing import Any, ClassVar
 
 from agentgym_envs.clientargs import ClientKwarg, IntRange, check_int, check_number
 from agentgym_envs.core import TextEnv
-from agentgym_envs.webarena.actions import ACTION_HELP, ActionError, parse_action
-from agentgym_envs.webarena.browser import find_chromium, get_manager
-from agentgym_envs.webarena.evaluators import Evaluation, Helper, evaluate
-from agentgym_envs.webarena.helpers import site_helpers
-from agentgym_envs.webarena.judge import Judge, judge_from_environment
-from agentgym_envs.webarena.observation import previous_window_start, window
-from agentgym_envs.webarena.safety import OriginPolicy, origin_of
-from agentgym_envs.webarena.session import (
+from agentgym_envs.webarena.browser.actions import ACTION_HELP, ActionError, parse_action
+from agentgym_envs.webarena.browser.chromium import find_chromium, get_manager
+from agentgym_envs.webarena.browser.observation import previous_window_start, window
+from agentgym_envs.webarena.browser.safety import OriginPolicy, origin_of
+from agentgym_envs.webarena.browser.session import (
     BrowserFailure,
     BrowserSession,
     InvalidAction,
     is_closed_error,
     unknown_element,
 )
+from agentgym_envs.webarena.scoring.evaluators import Evaluation, Helper, evaluate
+from agentgym_envs.webarena.scoring.functions import site_helpers
+from agentgym_envs.webarena.scoring.judge import Judge, judge_from_environment
 from agentgym_envs.webarena.sites import EmbeddedSites
-from agentgym_envs.webarena.tasks import Task, TaskCatalog, site_urls_from_environment
+from agentgym_envs.webarena.tasks.catalog import Task, TaskCatalog, site_urls_from_environment
 
 #: Observation parts other than the page are cut to these lengths.
 _MAX_ACTION_ECHO = 200
@@ -56,7 +56,7 @@ class WebArenaEnv(TextEnv):
     content after the episode, e.g. that the order really is canceled). By default the env serves
     its own offline sites (`agentgym_envs.webarena.sites`: the shop `http://shop.test`, a homepage
     `http://home.test` and every other embedded site, on one loopback port for this env, their
-    databases restored at every reset) with the bundled tasks (`task_splits`: instances of each
+    databases restored at every reset) with the bundled tasks (`tasks.splits`: instances of each
     site's task templates, plus the shop's hand-written configs); with `config_dir` it runs a user's WebArena
     configs against the user's WebArena sites, whose URLs come from WebArena's environment
     variables (`SHOPPING`, `SHOPPING_ADMIN`, `REDDIT`, `GITLAB`, `MAP`, `WIKIPEDIA`, `HOMEPAGE`).
@@ -102,7 +102,7 @@ class WebArenaEnv(TextEnv):
     `info["category"]` is the site, `info["kind"]` the task kind: info, nav, state or na).
 
     Args:
-        config_dir: A directory of WebArena task configs (see `tasks`); None for the bundled tasks.
+        config_dir: A directory of WebArena task configs (see `tasks.catalog`); None for the bundled tasks.
         site_urls: Site name -> base URL, overriding WebArena's environment variables.
         allowed_origins: More origins the browser may reach (e.g. a map tile server).
         chromium_path: The Chromium executable (default: `$AGENTGYM_CHROMIUM`, Debian's chromium).

@@ -7,7 +7,7 @@ import contextlib
 import pytest
 from envs.test_fuzz import hostile_strings
 
-from agentgym_envs.webarena.actions import KINDS, Action, ActionError, parse_action
+from agentgym_envs.webarena.browser.actions import KINDS, Action, ActionError, parse_action
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_malformed_actions_say_what_is_expected(text: str, hint: str) -> None:
 
 
 def test_every_kind_is_documented_and_hostile_strings_are_rejected() -> None:
-    from agentgym_envs.webarena.actions import ACTION_HELP
+    from agentgym_envs.webarena.browser.actions import ACTION_HELP
 
     assert all(any(line.startswith(kind) for line in ACTION_HELP.splitlines()) for kind in KINDS)
     accepted = []

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym_envs.webarena.browser import LAUNCH_ARGS, find_chromium
+from agentgym_envs.webarena.browser.chromium import LAUNCH_ARGS, find_chromium
 from agentgym_envs.webarena.env import WebArenaEnv
 
 

@@ -11,12 +11,12 @@ from urllib.parse import parse_qs
 import pytest
 
 from agentgym_envs.webarena.env import WebArenaEnv
-from agentgym_envs.webarena.evaluators import Unscorable, evaluate, must_include, string_match, url_match
-from agentgym_envs.webarena.helpers import EmbeddedShop, MagentoShop, shop_helpers, site_helpers
-from agentgym_envs.webarena.judge import OpenAIJudge, judge_from_environment
+from agentgym_envs.webarena.scoring.evaluators import Unscorable, evaluate, must_include, string_match, url_match
+from agentgym_envs.webarena.scoring.functions import EmbeddedShop, MagentoShop, shop_helpers, site_helpers
+from agentgym_envs.webarena.scoring.judge import OpenAIJudge, judge_from_environment
+from agentgym_envs.webarena.scoring.tokens import word_tokens
 from agentgym_envs.webarena.sites.shop.db import ShopDB
-from agentgym_envs.webarena.tasks import Task
-from agentgym_envs.webarena.words import word_tokens
+from agentgym_envs.webarena.tasks.catalog import Task
 
 
 def config(**evaluation: Any) -> dict[str, Any]:

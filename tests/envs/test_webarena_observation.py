@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentgym_envs.webarena.observation import parse_snapshot, previous_window_start, render_tree, window
+from agentgym_envs.webarena.browser.observation import parse_snapshot, previous_window_start, render_tree, window
 
 SNAPSHOT = """\
 - generic [active] [ref=e1]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentgym_envs.webarena.safety import OriginPolicy, origin_of
+from agentgym_envs.webarena.browser.safety import OriginPolicy, origin_of
 
 POLICY = OriginPolicy(["http://shop.test", "http://localhost:7770/admin", "https://maps.example.org:8443"])
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agentgym_envs.webarena.evaluators import evaluate
+from agentgym_envs.webarena.scoring.evaluators import evaluate
 
 #: A locator value that throws in the page.
 THROWS = "<throws>"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym_envs.webarena.tasks import Task, TaskCatalog, TaskConfigError, site_urls_from_environment
+from agentgym_envs.webarena.tasks.catalog import Task, TaskCatalog, TaskConfigError, site_urls_from_environment
 
 
 def raw_config(task_id: int, **extra: object) -> dict:

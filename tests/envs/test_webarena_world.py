@@ -21,9 +21,10 @@ import pytest
 from helpers import expert_rollout
 
 from agentgym_envs.webarena.env import WebArenaEnv
-from agentgym_envs.webarena.evaluators import string_match, url_match
+from agentgym_envs.webarena.scoring.evaluators import string_match, url_match
 from agentgym_envs.webarena.sites import SITES
-from agentgym_envs.webarena.task_splits import (
+from agentgym_envs.webarena.tasks.catalog import TaskCatalog
+from agentgym_envs.webarena.tasks.splits import (
     TEST_PER_TEMPLATE,
     TRAIN_CAP,
     SeedConnections,
@@ -33,8 +34,7 @@ from agentgym_envs.webarena.task_splits import (
     table,
     template_tasks,
 )
-from agentgym_envs.webarena.task_templates import KINDS, TaskTemplate, click, exact, stop
-from agentgym_envs.webarena.tasks import TaskCatalog
+from agentgym_envs.webarena.tasks.templates import KINDS, TaskTemplate, click, exact, stop
 
 #: Train tasks of each site whose expert runs in the browser test (a deterministic sample).
 TRAIN_SAMPLE = 6
@@ -139,8 +139,9 @@ def test_splits_are_stratified_by_template_and_hold_some_templates_out(made: lis
 
 def test_splits_are_the_same_in_another_process(made: list[TemplateTask]) -> None:
     script = (
-        "import json; from agentgym_envs.webarena.tasks import TaskCatalog; from agentgym_envs.webarena.task_splits "
-        "import TemplateTask; print(json.dumps([[t.task_id, t.split, t.values] for t in "
+        "import json; from agentgym_envs.webarena.tasks.catalog import TaskCatalog; "
+        "from agentgym_envs.webarena.tasks.splits import TemplateTask; "
+        "print(json.dumps([[t.task_id, t.split, t.values] for t in "
         "TaskCatalog.bundled().by_id.values() if isinstance(t, TemplateTask)]))"
     )
     environ = {**os.environ, "PYTHONHASHSEED": "1234"}  # another order of sets, were any used

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from train_helpers import BABYAI, ENV_KWARGS
 
-from agentgym_envs.webarena.browser import LAUNCH_ARGS, find_chromium
+from agentgym_envs.webarena.browser.chromium import LAUNCH_ARGS, find_chromium
 from agentgym_train.cli import main
 from agentgym_train.evaluation.evaluate import evaluate_expert, evaluate_random
 from agentgym_train.evaluation.report import Policy, build_report, load_results, pass_at_k, pass_curve

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentgym_envs.webarena.actions import Action
-from agentgym_envs.webarena.observation import Tree, parse_snapshot, render_tree
-from agentgym_envs.webarena.safety import OriginPolicy
+from agentgym_envs.webarena.browser.actions import Action
+from agentgym_envs.webarena.browser.observation import Tree, parse_snapshot, render_tree
+from agentgym_envs.webarena.browser.safety import OriginPolicy
 
 _log = logging.getLogger(__name__)
 VIEWPORT = {"width": 1280, "height": 720}

@@ -55,9 +55,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlparse
 
-from agentgym_envs.webarena.helpers import HELPERS, PAGE, Helper, Unscorable
-from agentgym_envs.webarena.judge import Judge, JudgeError
-from agentgym_envs.webarena.words import word_tokens
+from agentgym_envs.webarena.scoring.functions import HELPERS, PAGE, Helper, Unscorable
+from agentgym_envs.webarena.scoring.judge import Judge, JudgeError
+from agentgym_envs.webarena.scoring.tokens import word_tokens
 
 __all__ = ["Evaluation", "Helper", "PageProbe", "Unscorable", "evaluate"]
 

@@ -67,7 +67,7 @@ class Task:
 
     @property
     def kind(self) -> str:
-        """The task kind (`task_templates.KINDS`): the config's `agentgym_kind`, else read off its
+        """The task kind (`tasks.templates.KINDS`): the config's `agentgym_kind`, else read off its
         evaluation: a state check is `state`, a URL alone `nav`, the answer "N/A" `na`, else `info`."""
         kind = self.config.get(KIND_KEY)
         if kind:
@@ -208,7 +208,7 @@ class TaskCatalog:
     @classmethod
     def bundled(cls) -> TaskCatalog:
         """The tasks shipped with the package, for the embedded sites: the splits made from every
-        embedded site's task templates (`task_splits`) and the hand-written configs under `tasks/`.
+        embedded site's task templates (`tasks.splits`) and the hand-written configs under `tasks/configs/`.
 
         Made once per process and shared (read-only) by every env.
         """
@@ -217,10 +217,10 @@ class TaskCatalog:
 
 @functools.lru_cache(maxsize=1)
 def _bundled() -> TaskCatalog:
-    from agentgym_envs.webarena.task_splits import bundled_template_tasks
+    from agentgym_envs.webarena.tasks.splits import bundled_template_tasks
 
     tasks: list[Task] = list(bundled_template_tasks())
-    with resources.as_file(resources.files(__package__).joinpath("tasks")) as folder:
+    with resources.as_file(resources.files(__package__).joinpath("configs")) as folder:
         if any(folder.rglob("*.json")):
             tasks += TaskCatalog.from_directory(folder).by_id.values()
     return TaskCatalog(tasks)

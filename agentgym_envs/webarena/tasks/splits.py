@@ -13,7 +13,7 @@ A task's id is `"<template_id>/<n>"`, `n` the instance's index in the template's
 built on first use (`TemplateTask.config`): listing thousands of tasks reads each template's
 instances but builds no config.
 
-`python -m agentgym_envs.webarena.task_splits --table` prints the table of sites, templates and
+`python -m agentgym_envs.webarena.tasks.splits --table` prints the table of sites, templates and
 task counts per kind (Markdown).
 """
 
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgym_envs.webarena.sites import SITES, resolve
-from agentgym_envs.webarena.task_templates import KINDS, TaskTemplate, Values
-from agentgym_envs.webarena.tasks import Task
+from agentgym_envs.webarena.tasks.catalog import Task
+from agentgym_envs.webarena.tasks.templates import KINDS, TaskTemplate, Values
 
 #: Instances of each template in the test split.
 TEST_PER_TEMPLATE = 1
@@ -54,7 +54,7 @@ def place(
 ) -> list[Placement]:
     """The test and train placements of a template with `count` instances (deterministic).
 
-    >>> from agentgym_envs.webarena.task_templates import TaskTemplate, exact
+    >>> from agentgym_envs.webarena.tasks.templates import TaskTemplate, exact
     >>> t = TaskTemplate("shopping.x", "shopping", "info", "Q {{a}}", lambda s: [], lambda s, v: {})
     >>> [(p.split, p.task_id) for p in place(t, 3)] == [(p.split, p.task_id) for p in place(t, 3)]
     True
@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--table", action="store_true", help="print the Markdown table of the bundled tasks")
     parser.add_argument("--held-out", action="store_true", help="list the held-out templates")
     args = parser.parse_args(argv)
-    from agentgym_envs.webarena.tasks import TaskCatalog
+    from agentgym_envs.webarena.tasks.catalog import TaskCatalog
 
     catalog = TaskCatalog.bundled()
     templates = site_templates()

@@ -10,7 +10,7 @@ serves, never from a hand-written list.
 
 The helpers below build the pieces, e.g. a price question on the shop:
 
->>> from agentgym_envs.webarena.task_templates import click, exact, stop, type_text
+>>> from agentgym_envs.webarena.tasks.templates import click, exact, stop, type_text
 >>> plan = [type_text("searchbox", "Search products", "Aurora Desk Lamp"), click("link", "Aurora Desk Lamp"),
 ...         stop("$34.99")]
 >>> exact("$34.99")["reference_answers"]

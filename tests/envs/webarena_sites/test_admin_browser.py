@@ -14,7 +14,7 @@ import pytest
 from helpers import expert_rollout
 
 from agentgym_envs.webarena.env import WebArenaEnv
-from agentgym_envs.webarena.task_splits import TemplateTask
+from agentgym_envs.webarena.tasks.splits import TemplateTask
 
 SITE = "shopping_admin"
 #: Train tasks of the admin whose expert runs here (a deterministic sample).

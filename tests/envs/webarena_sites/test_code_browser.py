@@ -10,7 +10,7 @@ import pytest
 from helpers import expert_rollout
 
 from agentgym_envs.webarena.env import WebArenaEnv
-from agentgym_envs.webarena.task_splits import TemplateTask
+from agentgym_envs.webarena.tasks.splits import TemplateTask
 
 SITE = "gitlab"
 #: Train tasks of the code host whose expert runs here (a deterministic sample).

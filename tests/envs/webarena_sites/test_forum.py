@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from agentgym_envs.webarena.sites.forum.app import create_app
 from agentgym_envs.webarena.sites.forum.db import DELETED, ME_ID, PAGE_SIZE, ForumDB, seed_connection, thread
 from agentgym_envs.webarena.sites.forum.seed import ME
-from agentgym_envs.webarena.task_templates import KINDS
+from agentgym_envs.webarena.tasks.templates import KINDS
 
 
 @pytest.fixture(scope="module")

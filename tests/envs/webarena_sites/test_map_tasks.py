@@ -11,12 +11,12 @@ import pytest
 from helpers import expert_rollout
 
 from agentgym_envs.webarena.env import WebArenaEnv
-from agentgym_envs.webarena.evaluators import string_match, url_match
+from agentgym_envs.webarena.scoring.evaluators import string_match, url_match
 from agentgym_envs.webarena.sites.map.db import seed_connection
 from agentgym_envs.webarena.sites.map.tasks import TEMPLATES
-from agentgym_envs.webarena.task_splits import TemplateTask
-from agentgym_envs.webarena.task_templates import NOT_ACHIEVABLE
-from agentgym_envs.webarena.tasks import TaskCatalog
+from agentgym_envs.webarena.tasks.catalog import TaskCatalog
+from agentgym_envs.webarena.tasks.splits import TemplateTask
+from agentgym_envs.webarena.tasks.templates import NOT_ACHIEVABLE
 
 #: Train tasks of the map whose expert runs in the browser test (a deterministic sample).
 TRAIN_SAMPLE = 5

@@ -16,8 +16,8 @@ from helpers import expert_rollout
 from agentgym_envs.webarena.sites import SITES
 from agentgym_envs.webarena.sites.shop.db import ShopDB, money, seed_connection
 from agentgym_envs.webarena.sites.shop.tasks import TEMPLATES
-from agentgym_envs.webarena.task_splits import TemplateTask
-from agentgym_envs.webarena.task_templates import NOT_ACHIEVABLE
+from agentgym_envs.webarena.tasks.splits import TemplateTask
+from agentgym_envs.webarena.tasks.templates import NOT_ACHIEVABLE
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from agentgym_envs.webarena.sites.admin.db import (
     sales_report,
     top_customers,
 )
-from agentgym_envs.webarena.task_templates import (
+from agentgym_envs.webarena.tasks.templates import (
     TaskTemplate,
     Values,
     check,

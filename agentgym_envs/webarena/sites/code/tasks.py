@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from agentgym_envs.webarena.sites.code.seed import ME, ROLES, VISIBILITIES
-from agentgym_envs.webarena.task_templates import (
+from agentgym_envs.webarena.tasks.templates import (
     TaskTemplate,
     Values,
     check,

@@ -19,7 +19,7 @@ from typing import Any
 
 from agentgym_envs.webarena.sites.forum.db import DELETED, ME_ID, order, submissions, thread
 from agentgym_envs.webarena.sites.forum.seed import ADJECTIVES, FORUMS, ME, NOUNS
-from agentgym_envs.webarena.task_templates import (
+from agentgym_envs.webarena.tasks.templates import (
     TaskTemplate,
     Values,
     check,

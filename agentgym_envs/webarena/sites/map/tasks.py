@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 from agentgym_envs.webarena.sites.map.db import address, coordinates, opening_hours
 from agentgym_envs.webarena.sites.map.gazetteer import CATEGORIES, MODES, metres, slugify
 from agentgym_envs.webarena.sites.map.routing import Graph, Route, format_distance, format_duration, minutes
-from agentgym_envs.webarena.task_templates import (
+from agentgym_envs.webarena.tasks.templates import (
     NOT_ACHIEVABLE,
     TaskTemplate,
     Values,

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from agentgym_envs.webarena.sites.shop.catalog import ADDRESSES, ADJECTIVES, CATEGORIES, FIRST_NAMES, LAST_NAMES
 from agentgym_envs.webarena.sites.shop.db import PAGE_SIZE, SHIPPING, SORTS, STATUSES, money
-from agentgym_envs.webarena.task_templates import (
+from agentgym_envs.webarena.tasks.templates import (
     TaskTemplate,
     Values,
     check,
