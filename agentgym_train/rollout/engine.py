@@ -31,6 +31,7 @@ none is left here, so every process makes the same forward passes (`agentgym_tra
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import logging
 import threading
@@ -93,6 +94,9 @@ class Episode:
     stopped_by: list[str] = field(default_factory=list)  # per reply: "eos", "stop_string" or "budget"
     max_turn_tokens: int = 0  # this episode's reply budget
     stop_strings: tuple[str, ...] = ()  # this episode's stop strings
+    turn_rewards: list[float] = field(default_factory=list)  # what the env paid on each turn
+    state_keys: list[str] = field(default_factory=list)  # per turn: the state it started from (`state_key`)
+    reply_spans: list[tuple[int, int]] = field(default_factory=list)  # per reply: [start, end) in completion_ids
 
     @property
     def done(self) -> bool:
@@ -123,15 +127,20 @@ def hf_generate_fn(
     """A `GenerateFn` over transformers `generate`: left-padded batches, sampled ids and their logprobs.
 
     Logprobs are taken from the raw logits divided by the temperature (the distribution that TRL's
-    loss recomputes), for the token actually sampled. `synced_gpus`: every process steps until all
-    have finished (sharded weights, see `agentgym_train.rollout.lockstep`). `stop`: per context, the
-    `StopStrings` at which its reply stops (a stopping criterion; the reply ends on the token that
-    completed the stop string, and the engine cuts it token-exactly).
+    loss recomputes), for the token actually sampled, as each token is drawn: only one step's
+    batch x vocabulary row is held at a time, never every step's (`output_logits` would keep them
+    all, in float32). `synced_gpus`: every process steps until all have finished (sharded weights,
+    see `agentgym_train.rollout.lockstep`). `stop`: per context, the `StopStrings` at which its reply
+    stops (a stopping criterion; the reply ends on the token that completed the stop string, and the
+    engine cuts it token-exactly).
     """
     import torch
     from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
     eos = torch.tensor(list(eos_token_ids))
+    scale = temperature if temperature > 0 else 1.0
+    # generate runs the transformers model itself (a PEFT wrapper hands it to its base model)
+    forward_module = model.get_base_model() if hasattr(model, "get_base_model") else model
 
     class _Stops(StoppingCriteria):
         """Each row's own stop strings; remembers how many new tokens a row had when it stopped."""
@@ -148,6 +157,28 @@ def hf_generate_fn(
                 done[row] = row in self.ends
             return done
 
+    class _Logprobs(StoppingCriteria):
+        """Each step's sampled-token logprob, kept as the token is drawn (never stops a row).
+
+        A forward hook takes each forward pass's last-position logits, the raw logits `generate` samples
+        from (its logits processors and warpers come after), as float32 log-probabilities of logits /
+        temperature. `generate` then appends the drawn token to `input_ids` and calls its stopping
+        criteria: this one gathers that token's logprob and drops the row. Steps that `generate` undoes
+        at the end are cut with the sequences.
+        """
+
+        def __init__(self) -> None:
+            self.step: Any = None
+            self.taken: list[Any] = []
+
+        def hook(self, module: Any, args: Any, output: Any) -> None:
+            self.step = torch.log_softmax(output.logits[:, -1].float() / scale, dim=-1)
+
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            self.taken.append(self.step.gather(-1, input_ids[:, -1:].to(self.step.device))[:, 0])
+            self.step = None
+            return torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)
+
     def generate(
         contexts: list[list[int]], max_new_tokens: int, stop: Sequence[StopStrings | None] | None = None
     ) -> list[tuple[list[int], list[float]]]:
@@ -162,7 +193,6 @@ def hf_generate_fn(
                 "pad_token_id": pad_token_id,
                 "eos_token_id": list(eos_token_ids),
                 "return_dict_in_generate": True,
-                "output_logits": True,
                 "disable_compile": True,
             }
         )
@@ -178,26 +208,23 @@ def hf_generate_fn(
                 input_ids[row, width - len(ids) :] = torch.tensor(ids)
                 attention_mask[row, width - len(ids) :] = 1
             stops = _Stops(list(stop[start : start + step]) if stop else [], width)
-            with torch.no_grad():
-                out = model.generate(
-                    input_ids=input_ids.to(device),
-                    attention_mask=attention_mask.to(device),
-                    generation_config=config,
-                    stopping_criteria=StoppingCriteriaList([stops]) if any(stops.stops) else None,
-                    synced_gpus=synced_gpus,
-                )
-            sampled = out.sequences[:, width:]
-            # one step at a time on the model's device: never batch x tokens x vocabulary in fp32 at once
-            logps = torch.stack(
-                [
-                    torch.log_softmax(step.float() / (temperature if temperature > 0 else 1.0), dim=-1)
-                    .gather(-1, sampled[:, t : t + 1])
-                    .squeeze(-1)
-                    for t, step in enumerate(out.logits)
-                ],
-                dim=1,
-            ).cpu()
-            new = sampled.cpu()
+            recorder = _Logprobs()
+            criteria = [recorder, stops] if any(stops.stops) else [recorder]
+            handle = forward_module.register_forward_hook(recorder.hook)
+            try:
+                with torch.no_grad():
+                    out = model.generate(
+                        input_ids=input_ids.to(device),
+                        attention_mask=attention_mask.to(device),
+                        generation_config=config,
+                        stopping_criteria=StoppingCriteriaList(criteria),
+                        synced_gpus=synced_gpus,
+                    )
+            finally:
+                handle.remove()
+            new = out.sequences[:, width:].cpu()
+            taken = recorder.taken[: new.size(1)]
+            logps = torch.stack(taken, dim=1).cpu() if taken else torch.zeros(new.shape)
             is_eos = torch.isin(new, eos)
             for row in range(len(chunk)):
                 hits = is_eos[row].nonzero()
@@ -424,6 +451,7 @@ class RolloutEngine:
             for i, (ids, logps) in zip(live, outputs, strict=True):
                 episode = episodes[i]
                 ids, logps, end = self._end_reply(episode, ids, logps)
+                episode.reply_spans.append((len(episode.completion_ids), len(episode.completion_ids) + len(ids)))
                 episode.completion_ids += ids
                 episode.logprobs += logps
                 episode.env_mask += [1] * len(ids)
@@ -448,6 +476,7 @@ class RolloutEngine:
                     continue
                 observation, reward, terminated, truncated, info = steps[j]
                 episode.episode_return += float(reward)
+                episode.turn_rewards.append(float(reward))
                 episode.invalid_replies += bool(info.get("format_error", False))
                 episode.success = bool(info.get("success", False))
                 episode.terminated, episode.truncated = bool(terminated), bool(truncated)
@@ -462,6 +491,9 @@ class RolloutEngine:
                     else:
                         if end is not None and not closed:  # another end token: the end-of-turn token replaces it
                             del episode.completion_ids[-1], episode.logprobs[-1], episode.env_mask[-1]
+                            start, stop = episode.reply_spans[-1]
+                            episode.reply_spans[-1] = (start, stop - 1)
+                        episode.state_keys.append(state_key(slot.env, observation))
                         episode.completion_ids += chunk
                         episode.logprobs += [0.0] * len(chunk)
                         episode.env_mask += [0] * len(chunk)
@@ -513,7 +545,7 @@ class RolloutEngine:
                 raise EnvTimeoutError("the env was made after its call had timed out")
         env = slot.env
         env.max_turns = self.max_turns if self.max_turns is not None else env.unwrapped.default_max_turns
-        _, info = env.reset(seed=task.seed, options=task.options())
+        observation, info = env.reset(seed=task.seed, options=task.options())
         budget = self.max_turn_tokens or min(turn_tokens_for(env), self.max_completion_length)
         stops = self.stop_strings if self.stop_strings is not None else stop_strings_for(env)
         return Episode(
@@ -523,6 +555,7 @@ class RolloutEngine:
             kind=info.get("kind"),
             max_turn_tokens=budget,
             stop_strings=stops,
+            state_keys=[state_key(env, observation)],
         )
 
     def _failed_reset(self, task: Task) -> Episode:
@@ -564,6 +597,15 @@ class RolloutEngine:
             "truncated": True,
             "budget_truncated": True,
         }
+
+
+def state_key(env: Any, observation: str) -> str:
+    """A digest of the env's current state: its `state_key()` where it declares one (equal states with
+    different texts then match), else the observation text (GiGPO's anchor states)."""
+    declared = getattr(env.unwrapped, "state_key", None)
+    key = declared() if callable(declared) else None
+    text = repr(key) if key is not None else f"observation:{observation}"
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
 def _stop_stats(episode: Episode) -> dict[str, int]:

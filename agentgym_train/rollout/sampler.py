@@ -13,8 +13,9 @@ row's real columns are moved together (right-aligned, order kept), so a cache is
 longest episode, not as the sum of every turn's longest observation and reply. Positions are baked
 into the cached keys, so moving columns changes nothing the model computes.
 
-Sampling runs on the model's device: per decode step only the batch's sampled ids and their
-logprobs move to the host, never a vocabulary-wide row.
+Sampling runs on the model's device and in the model's dtype (weights and cache as loaded, e.g.
+bfloat16): per decode step only that step's scores become float32 (rows x vocabulary, for the
+sampled token's logprob), and only the batch's sampled ids and their logprobs move to the host.
 
 Stop strings (`stop`, per context): a reply stops once its newest tokens hold one of its stop
 strings. The engine then keeps only the ids before the stop (`agentgym_train.rollout.stops`), so the
@@ -174,7 +175,7 @@ class CachedSampler:
             logits_to_keep=1,
         )
         self.mask = full
-        return out.logits[:, -1].float()
+        return out.logits[:, -1]  # in the model's dtype; `_sample` takes one float32 row per step
 
     def _feed(self, pending: list[list[int]], device: torch.device) -> torch.Tensor:
         width = max(len(p) for p in pending)
@@ -188,20 +189,29 @@ class CachedSampler:
         return self._forward(ids, mask, device)
 
     def _sample(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draw one token per row from (rows, vocabulary) logits in the model's dtype; return it and its
+        float32 logprob under the tempered, untruncated distribution.
+
+        The only float32 tensors are this step's scores (rows x vocabulary) and, with top-k / top-p,
+        their truncated copy: the model, its cache and earlier steps stay as they are.
+        """
+        scores = logits.float()
+        if self.temperature > 0:
+            scores /= self.temperature
+        log_z = torch.logsumexp(scores, dim=-1)
         if self.temperature <= 0:
-            token = logits.argmax(dim=-1)
-            return token, torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
-        logps = torch.log_softmax(logits / self.temperature, dim=-1)
-        weights = logps.clone()
-        if self.top_k:
-            kth = torch.topk(weights, min(self.top_k, weights.size(-1)), dim=-1).values[:, -1:]
-            weights = weights.masked_fill(weights < kth, -torch.inf)
-        if self.top_p < 1.0:
-            ordered, order = weights.sort(dim=-1, descending=True)
-            drop = ordered.softmax(-1).cumsum(-1) - ordered.softmax(-1) > self.top_p
-            weights = weights.scatter(-1, order, ordered.masked_fill(drop, -torch.inf))
-        token = torch.multinomial(weights.softmax(dim=-1), 1)[:, 0]
-        return token, logps.gather(-1, token[:, None])[:, 0]
+            token = scores.argmax(dim=-1)
+        else:
+            weights = scores
+            if self.top_k:
+                kth = torch.topk(weights, min(self.top_k, weights.size(-1)), dim=-1).values[:, -1:]
+                weights = weights.masked_fill(weights < kth, -torch.inf)
+            if self.top_p < 1.0:
+                ordered, order = weights.sort(dim=-1, descending=True)
+                drop = ordered.softmax(-1).cumsum(-1) - ordered.softmax(-1) > self.top_p
+                weights = weights.scatter(-1, order, ordered.masked_fill(drop, -torch.inf))
+            token = torch.multinomial(weights.softmax(dim=-1), 1)[:, 0]
+        return token, scores.gather(-1, token[:, None])[:, 0] - log_z
 
     def _decode(
         self, logits: torch.Tensor, max_new_tokens: int, device: torch.device, stops: list[StopStrings | None]
