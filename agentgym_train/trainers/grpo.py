@@ -96,9 +96,21 @@ class MultiTurnGRPOConfig(GRPOConfig):
     loss_type: str = field(
         default="grpo",
         metadata={
-            "help": "TRL loss type. 'grpo' averages tokens per episode first: with token-level losses "
-            "('dapo', 'bnpo') failed episodes, which run to the turn limit, outweigh short successful ones "
-            "on the tokens every reply shares ('Action:', end of turn) and drive the policy to noise."
+            "help": "TRL loss type. 'grpo' averages each episode's model tokens, then the episodes: the AgentGym-RL "
+            "paper's objective (its verl takes the token mean of each micro-batch of one episode). 'bnpo' equals "
+            "it only at per_device_train_batch_size 1 (it averages the tokens of each micro-batch); 'dapo' "
+            "averages every token of the accumulated batch (later verl's loss_agg_mode=token-mean), where failed "
+            "episodes, which run to the turn limit, outweigh short successful ones on the tokens every reply "
+            "shares ('Action:', end of turn) and drive the policy to noise."
+        },
+    )
+    vllm_importance_sampling_mode: str = field(
+        default="token_truncate",
+        metadata={
+            "help": "TRL's correction for vLLM's logprobs differing from the trainer's. 'token_truncate' weighs each "
+            "model token by its own ratio, capped at vllm_importance_sampling_clip_max. TRL's default, "
+            "'sequence_mask', drops an episode whose ratio summed over all its tokens passes the cap: small "
+            "per-token differences over a multi-turn episode of thousands of tokens add up past it."
         },
     )
     restore_callback_states_from_checkpoint: bool = field(
@@ -264,6 +276,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                 output = super()._generate_and_score_completions(inputs)
             finally:
                 self.engine.max_turns = stage_turns
+        self._log_importance_sampling(output)
         if training:
             self.rollout_batches += 1
             for scheduler in self._schedulers():
@@ -415,6 +428,39 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             generation_kwargs={"repetition_penalty": self.repetition_penalty, "min_p": self.min_p},
             synced_gpus=lockstep,
         )
+
+    def _log_importance_sampling(self, output: dict[str, Any]) -> None:
+        """Shares, over all processes, of the rollout's model tokens and episodes that TRL's vLLM importance
+        sampling takes out of the loss (ratio 0, the `*_mask` modes), and of the tokens whose ratio it capped
+        (the `*_truncate` modes). An episode counts as masked when none of its model tokens is left."""
+        ratio = output.get("importance_sampling_ratio")
+        if ratio is None:  # no vLLM, or the correction is off
+            return
+        mask = output["completion_mask"].bool()
+        if output.get("tool_mask") is not None:
+            mask = mask & output["tool_mask"].bool()
+        ratio = ratio.expand_as(mask)  # the sequence modes give one ratio per episode
+        masked = (ratio == 0) & mask
+        clipped = torch.zeros_like(mask)
+        if self.vllm_importance_sampling_mode.endswith("_truncate"):
+            for bound in (self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max):
+                if bound is not None:
+                    clipped |= (ratio == bound) & mask  # clamp returns the bound itself
+        episodes = mask.any(dim=1)
+        counts = torch.stack(
+            [
+                masked.sum(),
+                clipped.sum(),
+                mask.sum(),
+                (episodes & ~(mask & ~masked).any(dim=1)).sum(),
+                episodes.sum(),
+            ]
+        ).to(torch.float64)
+        masked_tokens, clipped_tokens, tokens, masked_episodes, n = self._reduce_sum(counts).tolist()
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        metrics["sampling/is_masked_token_share"].append(masked_tokens / max(tokens, 1))
+        metrics["sampling/is_clipped_token_share"].append(clipped_tokens / max(tokens, 1))
+        metrics["sampling/is_masked_episode_share"].append(masked_episodes / max(n, 1))
 
     def _log_rollout(self, episodes: list[Episode]) -> None:
         mode = "train" if self.model.training else "eval"
