@@ -208,25 +208,42 @@ def _row(name: str, result: Any) -> str:
     )
 
 
+def save_trained_model(trainer: Any, tokenizer: Any, path: Path, tiny_source: str | Path | None = None) -> None:
+    """Save a trainer's model to `path` as one full checkpoint; call it on every process.
+
+    `trainer.save_model` gathers the full weights under FSDP and DeepSpeed ZeRO-3 (a collective call)
+    and the main process alone writes them, with the tokenizer and, when `tiny_source` is a tiny
+    model's directory, its marker file. Every process returns after the files are complete.
+    """
+    from agentgym_train.tiny import TINY_MARKER
+
+    trainer.save_model(str(path))
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(str(path))
+        if tiny_source is not None and (Path(tiny_source) / TINY_MARKER).is_file():
+            (path / TINY_MARKER).write_text((Path(tiny_source) / TINY_MARKER).read_text())
+    trainer.accelerator.wait_for_everyone()  # no process reads `path` before the main one has written it
+
+
 def save_rl_model(trainer: MultiTurnGRPOTrainer, tokenizer: Any, path: Path) -> Any | None:
     """Save the trained policy to `path`; call it on every process.
 
     Under FSDP and DeepSpeed ZeRO-3 saving gathers the full weights, a collective call (the main
-    process writes them). Returns, on the main process, the model to evaluate (reloaded from `path`
-    when the trainer sharded the model's own weights in place); None on the others.
+    process writes them). Returns, on the main process, the model to evaluate on the training
+    device in the training dtype (reloaded from `path` when the trainer sharded the model's own
+    weights in place); None on the others.
     """
-    from agentgym_train.tiny import load_model
+    from agentgym_train.tiny import load_model, training_dtype
 
-    trainer.save_model(str(path))
+    save_trained_model(trainer, tokenizer, path)
     if not trainer.is_world_process_zero():
         return None
-    tokenizer.save_pretrained(str(path))
     if trainer.is_deepspeed_enabled:
         from transformers.integrations.deepspeed import unset_hf_deepspeed_config
 
         unset_hf_deepspeed_config()  # a plain load here, not ZeRO-3's partitioned one (a collective call)
     if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
-        return load_model(path)[0]
+        return load_model(path, training_dtype(trainer.args))[0].to(trainer.accelerator.device)
     return trainer.model
 
 
@@ -240,10 +257,11 @@ def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
 
 def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     import torch
+    from accelerate import PartialState
 
     from agentgym_train.evaluation.evaluate import evaluate_model, evaluate_random, paired_difference
     from agentgym_train.scheduler import MaxTurnScheduler
-    from agentgym_train.tiny import TINY_MARKER, TinyModelConfig, build_tiny_model, count_parameters, load_model
+    from agentgym_train.tiny import TinyModelConfig, build_tiny_model, count_parameters, load_model, training_dtype
     from agentgym_train.trainers.sft import collected_chats, expert_chats, run_sft
 
     started = time.perf_counter()
@@ -274,7 +292,8 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
             seed=args.seed,
         )
         model_path = str(build_tiny_model(out / "tiny-model", tiny))
-    model, tokenizer = load_model(model_path)
+    dtype = training_dtype(args)  # bf16 training holds bf16 weights (and TRL's reference model in the same dtype)
+    model, tokenizer = load_model(model_path, dtype)
     results["parameters"] = count_parameters(model)
     print(f"model: {model_path} ({results['parameters'] / 1e6:.2f}M parameters)", flush=True)
     stage("model", t0)
@@ -291,7 +310,7 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
             )
             source = "expert episodes"
         print(f"SFT on {len(chats)} {source}, {pipeline.sft_steps} steps", flush=True)
-        run_sft(
+        sft = run_sft(
             model,
             tokenizer,
             chats,
@@ -301,15 +320,17 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
             learning_rate=pipeline.sft_learning_rate,
             seed=args.seed,
             callbacks=[] if args.disable_tqdm else [PhaseProgress("SFT", SFT_POSTFIX)],
+            # RL's precision: the process has one accelerator state, which refuses a second mixed precision
+            bf16=bool(args.bf16),
+            fp16=bool(args.fp16),
         )
         sft_path = out / "sft-model"
-        model.save_pretrained(sft_path)
-        tokenizer.save_pretrained(sft_path)
-        if (Path(model_path) / TINY_MARKER).is_file():
-            (sft_path / TINY_MARKER).write_text((Path(model_path) / TINY_MARKER).read_text())
+        # Through the trainer: the full weights under FSDP / ZeRO-3 (not the main process's shard), written once.
+        save_trained_model(sft, tokenizer, sft_path, tiny_source=model_path)
+        del sft  # its wrapped model and optimiser state
         # Reload, so that the model names the SFT checkpoint: TRL builds the KL reference from that path.
         model_path = str(sft_path)
-        model, tokenizer = load_model(model_path)
+        model, tokenizer = load_model(model_path, dtype)
         stage("sft", t0)
 
     # the same held-out episodes for the random policy, before RL and after RL
@@ -338,6 +359,7 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     before = random = None
     if pipeline.eval_tasks:
         t0 = time.perf_counter()
+        model.to(PartialState().device)  # the device this process trains on (the trainer keeps it there)
         random = evaluate_random(args.env_id, actions=pipeline.random_actions, **episodes)
         before = evaluate("eval before RL")
         print(_row("random policy", random), flush=True)

@@ -20,20 +20,21 @@ CONFIGS = Path(__file__).parents[2] / "agentgym_train" / "configs" / "accelerate
 TIMEOUT = 180
 
 
-def launch(config: Path, model_dir: Path, out: Path, sampler: str, ds3_gather: str = "1") -> list[dict]:
-    """Run sharded_job.py under `accelerate launch --config_file config`; return each rank's report."""
+def launch(config: Path, *job_args: str | Path, job: str = "sharded_job.py") -> list[dict]:
+    """Run `job` (sharded_job.py: MODEL_DIR OUT SAMPLER [DS3_GATHER]; pipeline_job.py: MODEL_DIR OUT
+    PRECISION) under `accelerate launch --config_file config`; return each rank's report (OUT/rank-<i>.json)."""
     launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
     assert launcher, "accelerate is installed with the [train] extra"
-    job = Path(__file__).parent / "sharded_job.py"
+    out = Path(job_args[1])
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
     command = [launcher, "launch", "--config_file", str(config), "--main_process_port", "0"]
-    command += [str(job), str(model_dir), str(out), sampler, ds3_gather]
+    command += [str(Path(__file__).parent / job), *map(str, job_args)]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     except subprocess.TimeoutExpired as error:
         tail = (error.stderr or b"")[-3000:]
         pytest.fail(f"the 2-process run did not finish in {TIMEOUT} s (a collective hang?): {tail!r}")
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.returncode == 0, done.stderr[-8000:]
     return [json.loads((out / f"rank-{r}.json").read_text()) for r in (0, 1)]
 
 
@@ -97,3 +98,38 @@ def test_deepspeed_ranks_with_different_turns_finish_and_save(
     reports = launch(cpu_config(config, tmp_path), tiny_babyai, out, sampler, ds3_gather)
     # ZeRO-3 without ds3_gather_for_generation leaves the weights sharded: every forward is a collective
     check_run(reports, out, tiny_babyai, lockstep=config == "zero3.yaml" and ds3_gather == "0")
+
+
+@pytest.mark.slow
+def test_fsdp_pipeline_saves_the_full_sft_model_once_and_evaluates_on_the_training_device(
+    tiny_babyai: Path, tmp_path: Path
+) -> None:
+    """The pipeline under FSDP2 with bf16: the main process alone writes the SFT and RL checkpoints, the
+    SFT checkpoint holds the full trained weights, and the policy and the evaluated models are bf16."""
+    out = tmp_path / "run"
+    ranks = launch(cpu_config("fsdp.yaml", tmp_path), tiny_babyai, out, "bf16", job="pipeline_job.py")
+    assert [r["saved"] for r in ranks] == [["sft-model", "rl-model"], []]
+    # the SFT checkpoint is the whole model (every parameter at full shape), equal to what SFT trained
+    from agentgym_train.tiny import load_model
+
+    trained = torch.load(out / "sft-trained.pt")
+    saved = load_model(out / "sft-model", "float32")[0].state_dict()
+    initial = load_model(tiny_babyai, "float32")[0].state_dict()
+    assert {k: v.shape for k, v in saved.items()} == {k: v.shape for k, v in initial.items()}
+    assert all(torch.equal(saved[k], trained[k].float()) for k in initial)
+    assert any(not torch.equal(saved[k], initial[k]) for k in initial), "SFT changed no weight"
+    # loaded in the training dtype (FSDP keeps float32 shards of the trainable weights itself)
+    assert [r["policy_dtype"] for r in ranks] == ["torch.bfloat16", "torch.bfloat16"]
+    # every rank evaluated before RL, the main one alone after RL on the unsharded reload, all on the
+    # device they trained on and in the training dtype
+    assert [[e["description"] for e in r["evaluated"]] for r in ranks] == [
+        ["eval before RL", "eval after RL"],
+        ["eval before RL"],
+    ]
+    for rank in ranks:
+        for evaluated in rank["evaluated"]:
+            assert evaluated["devices"] == [rank["device"]]
+            assert evaluated["dtypes"] == ["torch.bfloat16"]
+            assert evaluated["parameter_types"] == ["Parameter"]
+    results = json.loads((out / "results.json").read_text())
+    assert results["after"]["success"]["n"] == 2 and results["before"]["success"]["n"] == 2
