@@ -1,5 +1,6 @@
 """Two GRPO steps under `accelerate launch` (run by test_accelerate.py): each process runs its own
-envs; every rank writes what it played and a checksum of its weights to OUT/rank-<i>.json."""
+envs, rank 0's episodes to 1 turn and rank 1's to 3, so the ranks' rollouts differ in length; every rank
+writes what it played and a checksum of its weights to OUT/rank-<i>.json."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ def main(model_dir: str, output_dir: str) -> None:
     model, tokenizer = load_model(model_dir)
     args = grpo_args(Path(output_dir), per_device_train_batch_size=4, num_generations=4, temperature=1.5)
     trainer = MultiTurnGRPOTrainer(model, args, processing_class=tokenizer, reward_funcs=[by_length])
+    rank = trainer.accelerator.process_index
+    trainer.engine.max_turns = 1 + 2 * rank  # episodes of uneven length: rank 0's end after one turn
     trainer.train()
     trainer.engine.close()
-    rank = trainer.accelerator.process_index
     weights = sum(float(p.detach().double().abs().sum()) for p in trainer.model.parameters())
     report = {
         "rank": rank,

@@ -1,4 +1,5 @@
-"""`accelerate launch` with 2 CPU processes (gloo) runs 2 multi-turn GRPO steps."""
+"""`accelerate launch` with 2 CPU processes (gloo, DDP) runs 2 multi-turn GRPO steps whose ranks play episodes
+of different lengths."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ def test_two_process_cpu_run(tiny_babyai: Path, tmp_path: Path) -> None:
     # each process ran its own group of envs (one task per process, 4 episodes of it)
     tasks = [set(r["tasks"]) for r in reports]
     assert all(len(t) == 1 for t in tasks) and tasks[0] != tasks[1]
+    # episodes of uneven length: rank 0's all end after one turn, rank 1's run on
+    assert set(reports[0]["turns"]) == {1} and max(reports[1]["turns"]) > 1
     # metrics are gathered over both processes, as TRL gathers rewards
     last = [row for row in reports[0]["log_history"] if "episode/turns" in row][-1]
     turns = reports[0]["turns"] + reports[1]["turns"]
