@@ -8,7 +8,10 @@ user would take on the site: see `agentgym_envs.webarena.expert`). Both read the
 `sqlite3.Connection` (`EmbeddedSite.seed`), so the answer of every task comes from the data the site
 serves, never from a hand-written list.
 
-The helpers below build the pieces, e.g. a price question on the shop:
+Every site declares its templates in one vocabulary: a `SiteTasks` names the site and where its
+plans start, and makes its templates (`template(slug, kind, intent, instances, build)`) and their
+built configs (`built(plan, evaluation)`); the helpers below build the pieces, e.g. a price question
+on the shop:
 
 >>> from agentgym_envs.webarena.tasks.templates import click, exact, stop, type_text
 >>> plan = [type_text("searchbox", "Search products", "Aurora Desk Lamp"), click("link", "Aurora Desk Lamp"),
@@ -34,6 +37,12 @@ NOT_ACHIEVABLE = "N/A"
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
 Values = dict[str, str]
+#: One step of the expert's plan (`click`, `type_text`, `goto`, `stop`).
+Step = dict[str, Any]
+#: Seed data -> every instance's values.
+Instances = Callable[[sqlite3.Connection], list[Values]]
+#: Seed data, values -> the instance's `start_url`, `eval` and `agentgym_expert` (see `SiteTasks.built`).
+Build = Callable[[sqlite3.Connection, Values], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -57,8 +66,8 @@ class TaskTemplate:
     site: str
     kind: str
     intent_template: str
-    instances: Callable[[sqlite3.Connection], list[Values]]
-    build: Callable[[sqlite3.Connection, Values], dict[str, Any]]
+    instances: Instances
+    build: Build
     held_out: bool = False
 
     def __post_init__(self) -> None:
@@ -93,6 +102,53 @@ class TaskTemplate:
             "agentgym_kind": self.kind,
             "agentgym_expert": built["agentgym_expert"],
         }
+
+
+@dataclass(frozen=True)
+class SiteTasks:
+    """How one embedded site declares its task templates, the same on every site.
+
+    Attributes:
+        site: The WebArena site name; a template's id is `"<site>.<slug>"`.
+        start_url: Where the expert's plans start unless a build says otherwise.
+        limit: The most instances a template lists (None: all of them).
+
+    >>> shop = SiteTasks("shopping", "__SHOPPING__")
+    >>> shop.template("sku", "info", "What is the SKU of the {{product}}?", fixed("product", ("Lamp",)),
+    ...               lambda seed, v: shop.built([stop("LA-1")], exact("LA-1"))).template_id
+    'shopping.sku'
+    >>> shop.built([stop()], url("__SHOPPING__/cart"))["start_url"]
+    '__SHOPPING__'
+    """
+
+    site: str
+    start_url: str
+    limit: int | None = None
+
+    def template(
+        self, slug: str, kind: str, intent: str, instances: Instances, build: Build, held_out: bool = False
+    ) -> TaskTemplate:
+        """The site's template `slug` (see `TaskTemplate` for the other arguments)."""
+        limit = self.limit
+        listed = instances if limit is None else lambda seed: instances(seed)[:limit]
+        return TaskTemplate(f"{self.site}.{slug}", self.site, kind, intent, listed, build, held_out)
+
+    def built(self, plan: list[Step], evaluation: dict[str, Any], start_url: str | None = None) -> dict[str, Any]:
+        """What a template's build gives for one instance: the plan, its evaluation and where it starts
+        (`start_url`, by default the site's)."""
+        start = self.start_url if start_url is None else start_url
+        return {"start_url": start, "eval": evaluation, "agentgym_expert": plan}
+
+
+# ---- instances ----------------------------------------------------------------------------------
+def seed_rows(seed: sqlite3.Connection, sql: str, *args: Any) -> list[sqlite3.Row]:
+    """The rows of a query on the seed data (`sql` with `?` for each of `args`)."""
+    return seed.execute(sql, args).fetchall()
+
+
+def fixed(key: str, options: Sequence[str]) -> Instances:
+    """Instances that set `key` to each of `options`, whatever the seed data."""
+    return lambda seed: [{key: option} for option in options]
 
 
 # ---- eval ---------------------------------------------------------------------------------------
@@ -139,23 +195,28 @@ def check(page_url: str, locator: str = "", *, exact_match: str | None = None, m
     return {"url": page_url, "locator": locator, "required_contents": required}
 
 
+def text_of(selector: str) -> str:
+    """A `check` locator: the visible text of the first element that the CSS `selector` selects."""
+    return f"document.querySelector('{selector}').outerText"
+
+
 # ---- the expert's plan --------------------------------------------------------------------------
-def click(role: str, name: str, nth: int = 0) -> dict[str, Any]:
+def click(role: str, name: str, nth: int = 0) -> Step:
     """Click the `nth` element with this accessibility role and name on the current page."""
     return {"do": "click", "role": role, "name": name, "nth": nth}
 
 
-def type_text(role: str, name: str, text: str, enter: bool = True, nth: int = 0) -> dict[str, Any]:
+def type_text(role: str, name: str, text: str, enter: bool = True, nth: int = 0) -> Step:
     """Type into the element with this role and name (and press Enter after it)."""
     step = {"do": "type", "role": role, "name": name, "text": text, "enter": enter}
     return {**step, "nth": nth} if nth else step
 
 
-def goto(page_url: str) -> dict[str, Any]:
+def goto(page_url: str) -> Step:
     """Open a URL (a user types what a visible link shows, e.g. a page's address)."""
     return {"do": "goto", "url": page_url}
 
 
-def stop(answer: str = "") -> dict[str, Any]:
+def stop(answer: str = "") -> Step:
     """End the episode with this answer."""
     return {"do": "stop", "answer": answer}

@@ -12,7 +12,8 @@ from starlette.testclient import TestClient
 
 from agentgym_envs.webarena.sites.admin.app import create_app
 from agentgym_envs.webarena.sites.admin.db import AdminDB, seed_connection
-from agentgym_envs.webarena.sites.admin.tasks import ADMIN, TEMPLATES
+from agentgym_envs.webarena.sites.admin.tasks import TEMPLATES
+from agentgym_envs.webarena.sites.admin.tasks.common import ADMIN
 from agentgym_envs.webarena.tasks.templates import KINDS
 
 #: Instances of each template whose config is built and checked here.

@@ -71,7 +71,7 @@ def test_every_instance_builds_a_complete_config_the_null_policy_cannot_pass(see
 
 def test_info_answers_are_what_the_sites_pages_show(seed: sqlite3.Connection) -> None:
     """Spot checks of answers against the live app's own queries (the same seed)."""
-    from agentgym_envs.webarena.sites.shop import tasks
+    from agentgym_envs.webarena.sites.shop.tasks import common as tasks
 
     db = ShopDB()
     try:
