@@ -42,10 +42,6 @@ _COOKING_SKILLS = ("recipe", "take", "cook", "cut", "open", "drop", "go")  # tex
 _MAX_SEED_DIGITS = 12
 
 
-def settings_of(challenge: str, difficulty: str) -> str:
-    return DIFFICULTIES[challenge][difficulty]
-
-
 def difficulty_of(challenge: str, settings: str) -> str | None:
     """The difficulty whose settings string is `settings`, or None when it is not a standard one."""
     for level, known in DIFFICULTIES.get(challenge, {}).items():
