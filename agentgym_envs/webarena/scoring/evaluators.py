@@ -11,7 +11,7 @@ reference is cleaned once. The approaches run in the config's order and multiply
 - `exact_match`: the cleaned answer equals the cleaned reference.
 - `must_include` (a list): each phrase occurs in the answer as a substring; when the list holds a
   single phrase of one character, that character must be a whole word token of the answer instead,
-  with NLTK's `word_tokenize` (see `words`): "0" is in "0 orders" but not in "10 orders" or "1/0".
+  with NLTK's `word_tokenize` (see `tokens`): "0" is in "0 orders" but not in "10 orders" or "1/0".
 - `fuzzy_match` (a list): a judge says whether the answer means each reference. A judge is asked
   only while the product so far is 1 (a 0 cannot come back). An empty answer scores 0 without a
   judge (WebArena asks its judge, which cannot find an empty answer equivalent to a reference);
@@ -31,7 +31,7 @@ page's host+path (scheme, fragment ignored: `.../result?q=x` matches `.../result
 
 `program_html` runs its checks in order on *the page the evaluation is on*: the agent's active tab
 until a check loads a URL, then the page it loaded. For each check: `url` "last" keeps that page as
-it is; a `func:` URL is a helper call (see `helpers`) with `__last_url__` replaced by that page's
+it is; a `func:` URL is a helper call (see `functions`) with `__last_url__` replaced by that page's
 current URL; any other URL is loaded. Then the `locator`: empty takes the page's HTML; JavaScript
 (starting with `document.` or `[...document.`) runs after the `prep_actions` (in order, up to the
 first that fails), its value as Python's `str()` writes it (null and undefined give "None",
