@@ -43,6 +43,18 @@ def test_paper_config_matches_the_papers_script(scenario: str) -> None:
     assert args.num_iterations == epochs
     updates_per_rollout = args.steps_per_generation * args.num_iterations // args.gradient_accumulation_steps
     assert args.max_steps == len(horizons) * every * updates_per_rollout  # the whole schedule, counted in rollouts
+    assert args.save_steps == 25 * updates_per_rollout  # trainer.save_freq=25 rollout batches
+    # verl's defaults the scripts keep: grad_clip, clip_ratio, entropy_coeff; agentgym.timeout=600
+    assert (args.max_grad_norm, args.epsilon, args.entropy_coef, args.env_timeout) == (1.0, 0.2, 0.001, 600.0)
+    # micro-batches of one episode, each its token mean (tests/train/test_loss_weights.py): TRL's grpo
+    assert (args.per_device_train_batch_size, args.loss_type) == (1, "grpo")
+    assert args.vllm_importance_sampling_mode == "token_truncate"  # per token: no long episode dropped whole
+    header = path.read_text().split("# --- pipeline ---")[0]
+    script = "searchqa" if scenario == "deepsearch" else scenario
+    assert f"examples/train/ScalingInter-RL/{script}_train.sh" in header and "82402a9" in header
+    cited = [line.split()[1] for line in header.splitlines() if line.startswith("#   ") and line[4] != " "]
+    for key in ("learning_rate", "beta", "loss_type", "entropy_coef", "max_steps", "vllm_importance_sampling_mode"):
+        assert key in cited, f"{path.name}'s header names no source for {key}"
 
 
 @pytest.mark.parametrize("name", ["ddp", "fsdp", "zero2", "zero3"])
