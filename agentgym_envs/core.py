@@ -2,8 +2,10 @@
 
 `TextEnv` is a `gymnasium.Env[str, str]`: observations and actions are plain Unicode strings, any
 string is a legal action (an action the scenario cannot carry out is answered, not raised), and
-every scenario reports the same info keys (`INFO_KEYS`). `TextSpace` is the matching space; it is
-registered with Gymnasium's vector utilities so that `gym.make_vec` works in sync and async mode.
+every scenario reports the same info keys (`INFO_KEYS`) and the same public task API (`tasks`,
+`num_tasks`, `task_at`, `split_of`; `task_rows` lists the first tasks of a split). `TextSpace` is the
+matching space; it is registered with Gymnasium's vector utilities so that `gym.make_vec` works in sync
+and async mode.
 """
 
 from __future__ import annotations
@@ -218,18 +220,20 @@ class TextEnv(gym.Env[str, str]):
         self._success = False
         self._done = False
 
-    # ---- what a scenario implements -------------------------------------------------------------
+    # ---- the task API (public: the server, the adapters and the trainer use only these) ----------
     def tasks(self, split: str = "train") -> list[str]:
-        """The task ids of `split`, in a fixed order."""
+        """The task ids of `split`, in a fixed order (what a scenario implements)."""
         raise NotImplementedError
 
-    def _task_count(self, split: str) -> int:
+    def num_tasks(self, split: str) -> int:
+        """How many tasks `split` has; a scenario with large splits counts them without listing them."""
         return len(self.tasks(split))
 
-    def _task_at(self, split: str, index: int) -> str:
+    def task_at(self, split: str, index: int) -> str:
+        """The id of the `index`-th task of `split` (`tasks(split)[index]`, without listing the split)."""
         return self.tasks(split)[index]
 
-    def _split_of(self, task_id: str) -> str | None:
+    def split_of(self, task_id: str) -> str | None:
         """The split holding `task_id`, or None when the scenario has no such task."""
         for split in self.splits:
             if task_id in self.tasks(split):
@@ -268,18 +272,18 @@ class TextEnv(gym.Env[str, str]):
         task_id = options.get("task_id")
         if task_id is None:
             split = split or self.splits[0]
-            count = self._task_count(split)
+            count = self.num_tasks(split)
             if count == 0:
                 raise ValueError(f"split {split!r} of {type(self).__name__} has no tasks")
-            task_id = self._task_at(split, int(self.np_random.integers(count)))
+            task_id = self.task_at(split, int(self.np_random.integers(count)))
         elif isinstance(task_id, (int, np.integer)) and not isinstance(task_id, bool):
             split = split or self.splits[0]
-            count = self._task_count(split)
+            count = self.num_tasks(split)
             if not 0 <= task_id < count:
                 raise ValueError(f"task index {task_id} is out of range for split {split!r} ({count} tasks)")
-            task_id = self._task_at(split, int(task_id))
+            task_id = self.task_at(split, int(task_id))
         elif isinstance(task_id, str):
-            found = self._split_of(task_id)
+            found = self.split_of(task_id)
             if found is None:
                 raise ValueError(f"unknown task_id {task_id!r:.100} for {type(self).__name__}; see env.tasks(split)")
             if split is not None and split != found:
@@ -323,3 +327,18 @@ class TextEnv(gym.Env[str, str]):
         if self.render_mode == "ansi":
             return self._observation or ""
         return None
+
+
+def task_rows(env: TextEnv, split: str, limit: int | None = None) -> list[tuple[int, str]]:
+    """The first `limit` tasks of `split` (all of them when None) as `(index, task_id)` pairs, in order.
+
+    Goes through `num_tasks` and `task_at`, so a split is not listed whole to take its first rows.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import agentgym_envs
+        >>> task_rows(gym.make("AgentGym/BabyAI-GoToLocal-v0").unwrapped, "test", limit=2)
+        [(0, 'GoToLocal/0'), (1, 'GoToLocal/1')]
+    """
+    count = env.num_tasks(split) if limit is None else min(limit, env.num_tasks(split))
+    return [(index, env.task_at(split, index)) for index in range(count)]

@@ -20,7 +20,7 @@ REMOTE_ID = "AgentGym/Remote-v0"
 
 def _sizes(env: Any) -> str:
     base = env.unwrapped
-    return ", ".join(f"{split} {base._task_count(split):,}" for split in base.splits)
+    return ", ".join(f"{split} {base.num_tasks(split):,}" for split in base.splits)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -83,7 +83,7 @@ def env_corpus(
             reminder = ""
         except ParseError as error:
             reminder = str(error)
-        n_tasks = base._task_count("train")
+        n_tasks = base.num_tasks("train")
         for episode in range(episodes):
             observation, info = env.reset(
                 seed=seed + episode, options={"split": "train", "task_id": rng.randrange(n_tasks)}

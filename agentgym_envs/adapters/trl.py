@@ -33,6 +33,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentgym_envs.core import task_rows
+
 #: How to play through tools, after a scenario's instructions in the system message of `dataset_rows`.
 TOOL_NOTE = "Act by calling the tools you are given, one call per turn; each tool answers with what you observe next."
 
@@ -271,9 +273,9 @@ def dataset_rows(
     env = gym.make(env_id, **(env_kwargs or {}))
     try:
         base = env.unwrapped
-        total = base._task_count(split)
+        rows = task_rows(base, split, count)
         system = f"{tools_class(env_id).instructions or base.system_prompt}\n\n{TOOL_NOTE}"
     finally:
         env.close()
     prompt = [{"role": "system", "content": system}, {"role": "user", "content": ""}]
-    return [{"prompt": prompt, "task_id": i, "split": split} for i in range(total if count is None else count)]
+    return [{"prompt": prompt, "task_id": index, "split": split} for index, _ in rows]

@@ -75,9 +75,9 @@ def _build_module() -> types.ModuleType:
             env = gym.make(config.env_id, **config.env_kwargs)
             try:
                 base = env.unwrapped
-                count = base._task_count(config.split)
+                count = base.num_tasks(config.split)
                 for index in range(count if config.count is None else min(count, config.count)):
-                    task_id = base._task_at(config.split, index)
+                    task_id = base.task_at(config.split, index)
                     # The seed fixes what the task's reset draws (TextCraft's distractors, ...), so that
                     # the env in `run` shows the same first observation as this prompt.
                     observation, _ = env.reset(seed=index, options={"split": config.split, "task_id": task_id})

@@ -146,14 +146,14 @@ class BabyAIEnv(TextEnv):
             self._task_lists[split] = [L.task_id(level, seed) for level in self.levels for seed in seeds]
         return self._task_lists[split]
 
-    def _task_count(self, split: str) -> int:
+    def num_tasks(self, split: str) -> int:
         return len(self.levels) * len(L.SPLIT_SEEDS[split])
 
-    def _task_at(self, split: str, index: int) -> str:
+    def task_at(self, split: str, index: int) -> str:
         seeds = L.SPLIT_SEEDS[split]
         return L.task_id(self.levels[index // len(seeds)], seeds[index % len(seeds)])
 
-    def _split_of(self, task_id: str) -> str | None:
+    def split_of(self, task_id: str) -> str | None:
         parsed = L.parse_task_id(task_id)
         if parsed is None or parsed[0] not in self.levels:
             return None

@@ -297,14 +297,14 @@ class DeepSearchEnv(TextEnv):
         self._load_questions()
         return list(self._ids[split])
 
-    def _task_count(self, split: str) -> int:
+    def num_tasks(self, split: str) -> int:
         return len(self._load_questions()[split])
 
-    def _task_at(self, split: str, index: int) -> str:
+    def task_at(self, split: str, index: int) -> str:
         self._load_questions()
         return self._ids[split][index]
 
-    def _split_of(self, task_id: str) -> str | None:
+    def split_of(self, task_id: str) -> str | None:
         self._load_questions()
         return self._where[task_id][0] if task_id in self._where else None
 

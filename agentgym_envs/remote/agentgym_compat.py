@@ -578,7 +578,7 @@ def _reset_custom_textcraft(session: Session, goal: str, commands: str) -> None:
     from agentgym_envs.textcraft.names import display_name
 
     env = session.env.unwrapped
-    if env._split_of(goal) is None:
+    if env.split_of(goal) is None:
         raise ApiError(
             422, f"goal {display_name(goal)!r} is not a TextCraft task of this server (depths {list(env.depths)})"
         )

@@ -168,7 +168,7 @@ class RemoteEnv(TextEnv):
 
     def tasks(self, split: str = "train") -> list[str]:
         if split not in self._task_lists:
-            total = self._task_count(split)
+            total = self.num_tasks(split)
             ids: list[str] = []
             while len(ids) < total:
                 query = f"split={quote(split)}&offset={len(ids)}&limit={_TASK_PAGE}"
@@ -177,14 +177,14 @@ class RemoteEnv(TextEnv):
             self._task_lists[split] = ids
         return self._task_lists[split]
 
-    def _task_count(self, split: str) -> int:
+    def num_tasks(self, split: str) -> int:
         counts = self.description["splits"]
         if split not in counts:
             raise ValueError(f"unknown split {split!r}; {self.env_id} has {list(counts)}")
         return counts[split]
 
-    def _task_at(self, split: str, index: int) -> str:
-        self._task_count(split)
+    def task_at(self, split: str, index: int) -> str:
+        self.num_tasks(split)
         page = self._http().request("GET", self._session_path(f"/tasks?split={quote(split)}&offset={index}&limit=1"))
         return page["task_ids"][0]
 

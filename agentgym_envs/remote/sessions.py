@@ -88,7 +88,7 @@ def describe_env(env_id: str, env: gym.Env) -> dict[str, Any]:
     """What a client mirrors of an env: spaces, the scenario's class attributes, splits with their sizes."""
     base = env.unwrapped
     splits = getattr(base, "splits", ())
-    counts = {split: int(base._task_count(split)) for split in splits} if isinstance(base, TextEnv) else {}
+    counts = {split: int(base.num_tasks(split)) for split in splits} if isinstance(base, TextEnv) else {}
     metadata = {k: v for k, v in base.metadata.items() if k in ("render_modes", "render_fps")}
     return {
         "env_id": env_id,
@@ -252,7 +252,7 @@ class Session:
         total = self.description["splits"][split]
         stop = min(total, offset + limit)
         try:
-            ids = [base._task_at(split, i) for i in range(offset, stop)]
+            ids = [base.task_at(split, i) for i in range(offset, stop)]
         except Exception as error:
             raise env_error(error, "tasks") from error
         return {"split": split, "total": total, "offset": offset, "task_ids": ids}

@@ -144,13 +144,13 @@ class SciWorldEnv(TextEnv):
     def tasks(self, split: str = "train") -> list[str]:
         return list(T.split_tasks(split, self.task_names))
 
-    def _task_count(self, split: str) -> int:
+    def num_tasks(self, split: str) -> int:
         return len(T.split_tasks(split, self.task_names))
 
-    def _task_at(self, split: str, index: int) -> str:
+    def task_at(self, split: str, index: int) -> str:
         return T.split_tasks(split, self.task_names)[index]
 
-    def _split_of(self, task_id: str) -> str | None:
+    def split_of(self, task_id: str) -> str | None:
         parsed = T.parse_task_id(task_id)
         return T.split_of(task_id) if parsed is not None and parsed[0] in self.task_names else None
 

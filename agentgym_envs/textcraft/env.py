@@ -121,13 +121,13 @@ class TextCraftEnv(TextEnv):
             raise ValueError(f"unknown split {split!r}; TextCraft has {list(self.splits)}")
         return list(self._task_lists[split])
 
-    def _task_count(self, split: str) -> int:
+    def num_tasks(self, split: str) -> int:
         return len(self._task_lists[split])
 
-    def _task_at(self, split: str, index: int) -> str:
+    def task_at(self, split: str, index: int) -> str:
         return self._task_lists[split][index]
 
-    def _split_of(self, task_id: str) -> str | None:
+    def split_of(self, task_id: str) -> str | None:
         split = T.split_of(task_id)
         return split if split is not None and self.book.depth[task_id] in self.depths else None
 

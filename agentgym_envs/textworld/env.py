@@ -140,17 +140,17 @@ class TextWorldEnv(TextEnv):
         if split not in self._seeds:
             raise ValueError(f"unknown split {split!r:.40}; TextWorld has {list(T.SPLIT_SEEDS)}")
         if split not in self._task_lists:
-            self._task_lists[split] = [self._task_at(split, i) for i in range(self._task_count(split))]
+            self._task_lists[split] = [self.task_at(split, i) for i in range(self.num_tasks(split))]
         return self._task_lists[split]
 
-    def _task_count(self, split: str) -> int:
+    def num_tasks(self, split: str) -> int:
         return len(self._settings) * len(self._seeds[split])
 
-    def _task_at(self, split: str, index: int) -> str:
+    def task_at(self, split: str, index: int) -> str:
         challenge, settings = self._settings[index % len(self._settings)]
         return T.task_id(challenge, settings, self._seeds[split][index // len(self._settings)])
 
-    def _split_of(self, task_id: str) -> str | None:
+    def split_of(self, task_id: str) -> str | None:
         parsed = T.parse_task_id(task_id)
         if parsed is None or (parsed[0], parsed[1]) not in self._settings:
             return None

@@ -207,7 +207,7 @@ class WebArenaEnv(TextEnv):
             raise ValueError(f"unknown split {split!r}; this WebArena env has {list(self.splits)}")
         return [task.task_id for task in self.catalog.by_split.get(split, [])]
 
-    def _split_of(self, task_id: str) -> str | None:
+    def split_of(self, task_id: str) -> str | None:
         task = self.catalog.by_id.get(task_id)
         return task.split if task is not None else None
 

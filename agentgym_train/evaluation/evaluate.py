@@ -186,11 +186,11 @@ def split_tasks(
 def _split(env_id: str, split: str, num_tasks: int | None, env_kwargs: dict | None) -> tuple[list[str], int | None]:
     """The first `num_tasks` task ids of a split, and the env's default max turns."""
     import agentgym_envs  # noqa: F401
+    from agentgym_envs.core import task_rows
 
     env = gym.make(env_id, **(env_kwargs or {}))
     base = env.unwrapped
-    count = base._task_count(split) if num_tasks is None else min(num_tasks, base._task_count(split))
-    ids = [base._task_at(split, i) for i in range(count)]
+    ids = [task_id for _, task_id in task_rows(base, split, num_tasks)]
     default = getattr(base, "default_max_turns", None)
     env.close()
     return ids, default

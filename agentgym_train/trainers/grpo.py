@@ -154,11 +154,11 @@ def task_dataset(
     from datasets import Dataset
 
     import agentgym_envs  # noqa: F401
+    from agentgym_envs.core import task_rows
 
     env = gym.make(env_id, **(env_kwargs or {}))
-    base = env.unwrapped
-    count = base._task_count(split) if num_tasks is None else min(num_tasks, base._task_count(split))
-    task_ids = [str(base._task_at(split, i)) for i in range(count)]
+    task_ids = [str(task_id) for _, task_id in task_rows(env.unwrapped, split, num_tasks)]
+    count = len(task_ids)
     env.close()
     return Dataset.from_dict(
         {

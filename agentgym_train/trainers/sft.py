@@ -42,7 +42,7 @@ def expert_chats(
 
     rng = random.Random(seed)
     env = MultiTurnWrapper(gym.make(env_id, **(env_kwargs or {})), max_turns=max_turns)
-    n_tasks = env.unwrapped._task_count(split)
+    n_tasks = env.unwrapped.num_tasks(split)
     chats: list[list[dict[str, str]]] = []
     attempts = 0
     while len(chats) < episodes and attempts < 4 * episodes:

@@ -204,4 +204,4 @@ def test_grpo_trainer_trains_with_the_environment_factory(tool_calling_tiny_mode
 def env_tasks(rows: list[dict[str, Any]]) -> list[str]:
     """The task ids the rows' `task_id` indexes name."""
     env = environment_factory(DEEPSEARCH)()
-    return [env._env.unwrapped._task_at(row["split"], row["task_id"]) for row in rows]
+    return [env._env.unwrapped.task_at(row["split"], row["task_id"]) for row in rows]

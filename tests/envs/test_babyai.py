@@ -179,7 +179,7 @@ def test_splits_are_disjoint_fixed_seed_ranges() -> None:
     assert len(test) == 40 * 100 and len(train) == 40 * 10_000
     assert not set(test) & set(train)
     assert test[:2] == ["GoToRedBallGrey/0", "GoToRedBallGrey/1"]
-    assert all(env._task_at("train", i) == train[i] for i in (0, 12_345, len(train) - 1))
+    assert all(env.task_at("train", i) == train[i] for i in (0, 12_345, len(train) - 1))
 
 
 def test_categories_are_level_families() -> None:

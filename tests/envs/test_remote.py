@@ -109,7 +109,7 @@ def test_client_mirrors_spaces_attributes_tasks_and_episodes(server) -> None:
     assert base.action_format == twin.unwrapped.action_format and base.splits == twin.unwrapped.splits
     assert base.observation_space == twin.observation_space and base.action_space == twin.action_space
     assert base.tasks("test") == twin.unwrapped.tasks("test")
-    assert base._task_at("train", 5) == twin.unwrapped._task_at("train", 5)
+    assert base.task_at("train", 5) == twin.unwrapped.task_at("train", 5)
     for options in ({"split": "test", "task_id": 2}, {"split": "test"}, None):
         assert env.reset(seed=11, options=options) == twin.reset(seed=11, options=options)
         for action in ["turn left", "fly", "move forward", "check available actions", "go to red ball 1"]:

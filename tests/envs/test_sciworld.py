@@ -56,8 +56,8 @@ def test_splits_are_scienceworlds_and_ordered_round_robin() -> None:
     assert {T.parse_task_id(t)[0] for t in test[:30]} == set(T.TASK_TYPES)  # any prefix covers the types
     everything = [t for split in base.splits for t in base.tasks(split)]
     assert len(set(everything)) == 7207  # disjoint and complete
-    assert all(base._split_of(t) == split for split in base.splits for t in base.tasks(split)[::97])
-    assert base._split_of("boil/30") is None and base._split_of("nope/1") is None
+    assert all(base.split_of(t) == split for split in base.splits for t in base.tasks(split)[::97])
+    assert base.split_of("boil/30") is None and base.split_of("nope/1") is None
     assert base.jvm_pid is None  # listing tasks starts no JVM
     boil = make(task_names=("boil",))
     assert boil.tasks("test") == [f"boil/{v}" for v in range(21, 30)]

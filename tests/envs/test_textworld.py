@@ -72,7 +72,7 @@ def test_splits_are_fixed_disjoint_and_cover_every_challenge_and_difficulty() ->
     assert len(test) == 300 and len(set(test)) == 300
     assert test[:4] == EASY  # round-robin over the challenges, easy first
     assert {T.category(*T.parse_task_id(t)[:2]) for t in test} == {f"{c}/{d}" for c in T.CHALLENGES for d in T.LEVELS}
-    assert env._task_count("train") == 120_000 and env._task_at("train", 0) == "cooking/recipe1+take1/1000"
+    assert env.num_tasks("train") == 120_000 and env.task_at("train", 0) == "cooking/recipe1+take1/1000"
     assert not set(test) & set(env.tasks("train"))
     assert split_tasks("test", T.CHALLENGES, T.LEVELS, None) == test
     narrow = TextWorldEnv(challenges=["coin_collector"], difficulties="hard")
@@ -229,8 +229,8 @@ def test_demo_config_has_the_babyai_demos_keys_and_its_env_serves_a_bounded_trai
     assert config["env_id"] == "AgentGym/TextWorld-v0"
     env = gym.make(config["env_id"], **config["env_kwargs"]).unwrapped
     assert len(env.tasks("train")) == 64 and len(env.tasks("test")) == 25
-    assert env._split_of("coin_collector/level5/1063") == "train"
-    assert env._split_of("coin_collector/level5/1064") is None
+    assert env.split_of("coin_collector/level5/1063") == "train"
+    assert env.split_of("coin_collector/level5/1064") is None
     with pytest.raises(ValueError, match="train_seeds must be an integer"):
         TextWorldEnv(train_seeds=0)
 

@@ -34,7 +34,7 @@ class ParityEnv(TextEnv):
     def tasks(self, split: str = "train") -> list[str]:
         return [f"{split}-{i}" for i in range(1000 if split == "train" else 100)]
 
-    def _split_of(self, task_id: str) -> str | None:
+    def split_of(self, task_id: str) -> str | None:
         split, _, index = task_id.partition("-")
         return split if split in self.splits and index.isdigit() else None
 
