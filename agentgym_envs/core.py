@@ -11,7 +11,7 @@ and async mode.
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -258,6 +258,12 @@ class TextEnv(gym.Env[str, str]):
     def make_expert(self) -> Any:
         """A scripted solver for the current episode, with `act(observation, info) -> str`."""
         raise NotImplementedError(f"{type(self).__name__} has no expert")
+
+    def state_key(self) -> Hashable | None:
+        """A hashable key of the current environment state, for step-level credit (GiGPO's anchor states):
+        turns that start from equal keys are compared. None (the default): the observation text is the key.
+        A scenario overrides it where different texts can describe one state (or one text several)."""
+        return None
 
     # ---- the Gymnasium API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

@@ -14,6 +14,11 @@ tokens get no reward, no KL and no advantage.
   r_s`, whitened over every model token of the global batch (all processes). No critic.
   `reinforce++_baseline` subtracts the group's mean reward from each episode's reward first.
 - GAE (Schulman et al., 2016) for PPO: `delta_t = r_t + gamma V_next - V_t`, `A_t = delta_t + gamma lambda A_next`.
+- GiGPO (Feng et al., 2025): the episode's GRPO advantage plus `omega` times a step-level one. Turns
+  of one group's episodes that start from the same environment state (an anchor state) form a step
+  group; a turn's step advantage is its discounted return-to-go (`gamma` per turn) minus its step
+  group's mean (divided by the step group's std with `step_scale`). A turn whose state no other
+  turn of the group shares gets 0, so without repeated states GiGPO is GRPO.
 
     >>> r = torch.tensor([1.0, 0.0, 1.0, 1.0])
     >>> grpo(r, group_size=2)
@@ -24,12 +29,13 @@ tokens get no reward, no KL and no advantage.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Sequence
 
 import torch
 
 #: Advantage estimators of the multi-turn trainers (`advantage_estimator`).
-ESTIMATORS = ("grpo", "rloo", "reinforce++", "reinforce++_baseline")
+ESTIMATORS = ("grpo", "rloo", "reinforce++", "reinforce++_baseline", "gigpo")
 #: Estimators that fold the KL penalty into the reward (per token) instead of TRL's KL loss term.
 KL_IN_REWARD = ("reinforce++", "reinforce++_baseline")
 
@@ -219,3 +225,77 @@ def gae(
         next_value = torch.where(m > 0, values[:, t], next_value)
         advantages[:, t] = running * m
     return advantages, (advantages + values) * mask
+
+
+def turn_returns(turn_rewards: Sequence[float], reward: float, gamma: float = 1.0) -> list[float]:
+    """Each turn's discounted return-to-go `R_t = sum_{k>=t} gamma^(k-t) r_k` (GiGPO's Eq. 5).
+
+    `turn_rewards` are what the env paid on each turn; `reward` is the episode's reward as the trainer
+    scores it (TRL's weighted sum of the reward functions), and whatever it adds to the env's payments
+    is paid on the last turn, so that the undiscounted returns-to-go start at the episode's reward.
+    """
+    if not turn_rewards:
+        return []
+    paid = [float(r) for r in turn_rewards]
+    paid[-1] += float(reward) - sum(paid)
+    returns, running = [0.0] * len(paid), 0.0
+    for t in reversed(range(len(paid))):
+        running = paid[t] + gamma * running
+        returns[t] = running
+    return returns
+
+
+def gigpo_step_advantages(
+    returns: Sequence[Sequence[float]],
+    states: Sequence[Sequence[Hashable]],
+    group_size: int,
+    scale: bool = False,
+    eps: float = 1e-6,
+) -> list[list[float]]:
+    """GiGPO's step-level advantages (Eq. 6-7): per episode, per turn.
+
+    Args:
+        returns: per episode (generation order, `group_size` consecutive episodes per task), each turn's
+            discounted return-to-go (`turn_returns`); an empty list for an episode left out (NaN reward).
+        states: per episode, the key of the state each turn started from.
+        scale: divide by the step group's (unbiased) std as well (verl-agent's `mean_std_norm`); by
+            default only the mean is subtracted (its `mean_norm`).
+
+    Returns:
+        per episode, per turn: `R_t - mean(R over the step group)` (over its std + eps with `scale`); 0
+        for a turn alone in its step group.
+    """
+    if len(returns) != len(states) or len(returns) % group_size:
+        raise ValueError(
+            f"expected as many return lists as state lists ({len(returns)} vs {len(states)}), "
+            f"a multiple of group_size={group_size}"
+        )
+    members: dict[tuple[int, Hashable], list[tuple[int, int]]] = defaultdict(list)
+    for i, (episode_returns, episode_states) in enumerate(zip(returns, states, strict=True)):
+        if len(episode_returns) != len(episode_states):
+            raise ValueError(f"episode {i}: {len(episode_returns)} returns for {len(episode_states)} states")
+        for t, state in enumerate(episode_states):
+            members[(i // group_size, state)].append((i, t))
+    advantages = [[0.0] * len(r) for r in returns]
+    for turns in members.values():
+        if len(turns) < 2:
+            continue
+        values = torch.tensor([returns[i][t] for i, t in turns], dtype=torch.float64)
+        centred = values - values.mean()
+        if scale:
+            centred = centred / (values.std() + eps)
+        for (i, t), value in zip(turns, centred.tolist(), strict=True):
+            advantages[i][t] = value
+    return advantages
+
+
+def per_turn_to_tokens(
+    values: Sequence[Sequence[float]], spans: Sequence[Sequence[tuple[int, int]]], width: int
+) -> torch.Tensor:
+    """(B, width): each reply's value on its tokens (`spans`: per episode, each reply's `[start, end)` in
+    the completion), 0 on env tokens and padding."""
+    out = torch.zeros(len(values), width)
+    for row, (episode_values, episode_spans) in enumerate(zip(values, spans, strict=True)):
+        for value, (start, end) in zip(episode_values, episode_spans, strict=True):
+            out[row, start : min(end, width)] = value
+    return out

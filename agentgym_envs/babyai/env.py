@@ -411,6 +411,16 @@ class BabyAIEnv(TextEnv):
         assert self._memory is not None, "call reset() first"
         return self._memory.known()
 
+    def state_key(self) -> tuple[Any, ...]:
+        """The level's state: the agent's cell and direction, what it carries, and every cell's object with
+        its colour and door state (`Grid.encode`), so that turns reaching the same state by different
+        paths match (GiGPO's anchor states) whatever the text says of them."""
+        mg = self._mg
+        if mg is None:
+            raise RuntimeError("call reset() before state_key()")
+        carrying = (mg.carrying.type, mg.carrying.color) if mg.carrying is not None else None
+        return (tuple(int(c) for c in mg.agent_pos), int(mg.agent_dir), carrying, mg.grid.encode().tobytes())
+
     def close(self) -> None:
         for backend in self._backends.values():
             backend.close()

@@ -263,6 +263,10 @@ class TextCraftEnv(TextEnv):
         """The recipe variants the crafting commands list for the goal and its intermediates."""
         return dict(self._plan)
 
+    def state_key(self) -> tuple[tuple[str, int], ...]:
+        """The inventory (the only state a TextCraft episode has besides its fixed goal), sorted."""
+        return tuple(sorted((item, count) for item, count in self._inventory.items() if count))
+
     def make_expert(self) -> Any:
         from agentgym_envs.textcraft.expert import TextCraftExpert
 

@@ -13,7 +13,9 @@ clipping, importance sampling, PEFT, the reference model and distributed gatheri
 from __future__ import annotations
 
 import json
+import math
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,11 +81,20 @@ class MultiTurnGRPOConfig(GRPOConfig):
         metadata={
             "help": "grpo (TRL's group normalisation, KL as TRL's loss term), rloo (leave-one-out baseline, "
             "KL as TRL's loss term), reinforce++ or reinforce++_baseline (per-token k1 KL times beta folded "
-            "into the reward, returns-to-go, whitened over the global batch). See agentgym_train.advantages."
+            "into the reward, returns-to-go, whitened over the global batch), gigpo (GRPO plus a step-level "
+            "advantage over turns of a group that start from the same env state). See agentgym_train.advantages."
         },
     )
     reinforce_gamma: float = field(
         default=1.0, metadata={"help": "REINFORCE++ discount per model token (returns-to-go)."}
+    )
+    gigpo_omega: float = field(default=1.0, metadata={"help": "GiGPO: weight of the step-level advantage."})
+    gigpo_gamma: float = field(
+        default=0.95, metadata={"help": "GiGPO: discount per turn of the step-level returns-to-go (the paper's 0.95)."}
+    )
+    gigpo_step_scale: bool = field(
+        default=False,
+        metadata={"help": "GiGPO: divide step advantages by their step group's std (default: subtract the mean only)."},
     )
     beta: float = field(
         default=0.001,
@@ -288,7 +299,34 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             output["advantages"] = rloo.to(output["advantages"])
         elif estimator in adv.KL_IN_REWARD:
             output["advantages"] = self._reinforce_pp(output, len(inputs)).to(output["advantages"].dtype)
+        elif estimator == "gigpo":
+            output["advantages"] = self._gigpo(output, len(inputs))
         return output
+
+    def _gigpo(self, output: dict[str, Any], n: int) -> torch.Tensor:
+        """GiGPO's (B, T) advantages: TRL's GRPO advantage of each episode plus `gigpo_omega` times each turn's
+        step advantage on the turn's tokens (step groups span every process, as the episode groups do)."""
+        from accelerate.utils import gather_object
+
+        args, episodes = self.args, self.last_episodes
+        rewards = self.local_rewards(n).tolist()
+        returns = [
+            [] if math.isnan(r) else adv.turn_returns(e.turn_rewards, r, args.gigpo_gamma)  # NaN: left out
+            for e, r in zip(episodes, rewards, strict=True)
+        ]
+        states = [e.state_keys[: len(rs)] for e, rs in zip(episodes, returns, strict=True)]
+        if self.accelerator.num_processes > 1:  # every process's episodes, in the global batch's order
+            returns, states = gather_object(returns), gather_object(states)
+        group = self.num_generations if self.model.training else self.num_generations_eval
+        step = adv.gigpo_step_advantages(returns, states, group, scale=args.gigpo_step_scale)[self._local_rows(n)]
+        spans = [e.reply_spans[: len(values)] for e, values in zip(episodes, step, strict=True)]
+        tokens = adv.per_turn_to_tokens(step, spans, output["completion_ids"].size(1)).to(output["advantages"])
+        # the share of turns that share their anchor state with another turn of their group (all processes)
+        visits = Counter((i // group, key) for i, keys in enumerate(states) for key in keys)
+        shared = sum(count for count in visits.values() if count > 1)
+        mode = "train" if self.model.training else "eval"
+        self._metrics[mode]["gigpo/anchored_turn_share"].append(shared / max(1, sum(visits.values())))
+        return output["advantages"].unsqueeze(1) + args.gigpo_omega * tokens
 
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
         """TRL's rewards per function (all processes); keeps their weighted sum as `self.rewards`, the reward

@@ -1,0 +1,148 @@
+"""GiGPO (Feng et al., 2025): step-level advantages over anchor states, checked against the paper's
+formulas computed here by hand, the env contract's `state_key`, and the trainer's (B, T) advantages.
+
+Eq. 5: R_t = sum_{k>=t} gamma^(k-t) r_k. Eq. 7: A^S = R_t - mean over the step group (the turns of one
+task's group that start from the same state), over its std with scaling. Eq. 8: A = A^E + omega A^S.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+import torch
+from train_helpers import BABYAI, ENV_KWARGS, grpo_args
+
+import agentgym_envs  # noqa: F401
+from agentgym_train import advantages as adv
+from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.tiny import load_model
+from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
+
+
+def test_turn_returns_by_hand() -> None:
+    # the env paid 0, 0.5, 0 and the trainer's reward is 1.0: the remaining 0.5 is paid on the last turn
+    assert adv.turn_returns([0.0, 0.5, 0.0], 1.0, gamma=0.5) == [0.375, 0.75, 0.5]
+    assert adv.turn_returns([0.0, 0.0, 1.0], 1.0, gamma=1.0) == [1.0, 1.0, 1.0]
+    assert adv.turn_returns([], 1.0) == []
+
+
+def test_no_repeated_state_gives_zero_step_advantages() -> None:
+    returns = [[0.5, 1.0], [0.2], [0.0, 0.0, 0.0], [1.0]]
+    states = [["a", "b"], ["c"], ["d", "e", "f"], ["g"]]  # two groups of 2, every state once
+    assert adv.gigpo_step_advantages(returns, states, group_size=2) == [[0.0, 0.0], [0.0], [0.0, 0.0, 0.0], [0.0]]
+
+
+def test_repeated_states_by_hand() -> None:
+    # group 0: episodes 0 and 1 start in "s"; episode 0 comes back to "s" on its third turn; "t" is shared too
+    returns = [[0.9, 0.8, 0.7], [0.1, 0.3], [1.0], [1.0]]
+    states = [["s", "t", "s"], ["s", "t"], ["s"], ["u"]]  # group 1: episodes 2 and 3 share nothing
+    got = adv.gigpo_step_advantages(returns, states, group_size=2)
+    mean_s, mean_t = (0.9 + 0.7 + 0.1) / 3, (0.8 + 0.3) / 2
+    want = [[0.9 - mean_s, 0.8 - mean_t, 0.7 - mean_s], [0.1 - mean_s, 0.3 - mean_t], [0.0], [0.0]]
+    flat = [(g, w) for gs, ws in zip(got, want, strict=True) for g, w in zip(gs, ws, strict=True)]
+    assert all(math.isclose(g, w, abs_tol=1e-9) for g, w in flat)
+    scaled = adv.gigpo_step_advantages(returns, states, group_size=2, scale=True, eps=0.0)
+    std_s = math.sqrt(sum((x - mean_s) ** 2 for x in (0.9, 0.7, 0.1)) / 2)  # unbiased, as torch.std
+    assert math.isclose(scaled[0][0], (0.9 - mean_s) / std_s, rel_tol=1e-9)
+    assert math.isclose(scaled[1][1], (0.3 - mean_t) / math.sqrt((0.8 - mean_t) ** 2 + (0.3 - mean_t) ** 2))
+
+
+def test_per_turn_values_land_on_their_reply_tokens() -> None:
+    tokens = adv.per_turn_to_tokens([[1.0, -2.0], [3.0]], [[(0, 2), (4, 5)], [(1, 3)]], width=6)
+    assert tokens.tolist() == [[1.0, 1.0, 0.0, 0.0, -2.0, 0.0], [0.0, 3.0, 3.0, 0.0, 0.0, 0.0]]
+
+
+def test_babyai_state_key_matches_states_not_texts() -> None:
+    env = gym.make(BABYAI)
+    env.reset(seed=3)
+    base = env.unwrapped
+    start = base.state_key()
+    env.step("turn left")
+    turned = base.state_key()
+    env.step("turn right")
+    assert base.state_key() == start != turned  # back where it began, by another path
+    env.close()
+
+
+def test_textcraft_state_key_is_the_inventory() -> None:
+    env = gym.make("AgentGym/TextCraft-v0")
+    env.reset(seed=0)
+    base = env.unwrapped
+    assert base.state_key() == tuple(sorted((k, v) for k, v in base.inventory.items() if v))
+    env.close()
+
+
+def test_engine_records_each_turns_start_state_and_reward(tiny_babyai: Path) -> None:
+    """Scripted replies: turn left, turn right, turn left; the third turn starts where the first did."""
+    _, tokenizer = load_model(tiny_babyai)
+    replies = iter(["Action: turn left", "Action: turn right", "Action: turn left"])
+
+    def generate(contexts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
+        ids = tokenizer(next(replies), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        return [(ids, [-0.1] * len(ids)) for _ in contexts]
+
+    engine = RolloutEngine(tokenizer, max_turns=3, max_turn_tokens=32, max_completion_length=512, env_kwargs=ENV_KWARGS)
+    (episode,) = engine.run([Task(BABYAI, split="train", seed=3)], generate)
+    engine.close()
+    assert episode.turns == 3 and len(episode.state_keys) == 3 and len(episode.turn_rewards) == 3
+    assert episode.state_keys[0] == episode.state_keys[2] != episode.state_keys[1]
+    assert sum(episode.turn_rewards) == pytest.approx(episode.episode_return)
+    for (start, end), reply in zip(episode.reply_spans, episode.replies, strict=True):
+        assert all(episode.env_mask[start:end])
+        assert tokenizer.decode(episode.completion_ids[start:end], skip_special_tokens=True) == reply
+
+
+def reply_length(completions: list[str], **kwargs) -> list[float]:
+    """A reward that differs inside groups, so that returns differ between turns of one anchor state."""
+    return [len(c) / 100 for c in completions]
+
+
+def test_trainer_advantages_are_grpo_plus_omega_step_advantages(tiny_babyai: Path, tmp_path: Path) -> None:
+    model, tokenizer = load_model(tiny_babyai)
+    omega, gamma = 0.5, 0.9
+    args = grpo_args(
+        tmp_path, advantage_estimator="gigpo", gigpo_omega=omega, gigpo_gamma=gamma, max_turns=4, max_steps=1
+    )
+    trainer = MultiTurnGRPOTrainer(model, args, processing_class=tokenizer, reward_funcs=[reply_length])
+    trainer.model.train()  # a training rollout, as inside trainer.train()
+    batch = next(iter(trainer.get_train_dataloader()))
+    out = trainer._generate_and_score_completions(batch)
+    episodes, group = trainer.last_episodes, args.num_generations
+    rewards = trainer.rewards.tolist()
+    # the episode part: TRL's own GRPO normalisation, by hand
+    episode_part = []
+    for i, r in enumerate(rewards):
+        members = rewards[(i // group) * group : (i // group + 1) * group]
+        mean = sum(members) / group
+        std = math.sqrt(sum((m - mean) ** 2 for m in members) / (group - 1))
+        episode_part.append((r - mean) / (std + 1e-4))
+    # the step part: naive loops over every turn of every episode
+    returns = {}
+    for i, e in enumerate(episodes):
+        for t in range(e.turns):
+            paid = list(e.turn_rewards)
+            paid[-1] += rewards[i] - sum(paid)
+            returns[(i, t)] = sum(gamma ** (k - t) * paid[k] for k in range(t, e.turns))
+    step_groups = defaultdict(list)
+    for i, e in enumerate(episodes):
+        for t in range(e.turns):
+            step_groups[(i // group, e.state_keys[t])].append((i, t))
+    assert all(len({e.state_keys[0] for e in episodes[g : g + group]}) == 1 for g in range(0, len(episodes), group))
+    mask = out["completion_mask"] * out["tool_mask"]
+    nonzero = 0
+    for members in step_groups.values():
+        mean = sum(returns[m] for m in members) / len(members)
+        for i, t in members:
+            start, end = episodes[i].reply_spans[t]
+            want = episode_part[i] + omega * ((returns[(i, t)] - mean) if len(members) > 1 else 0.0)
+            got = out["advantages"][i, start:end]
+            assert mask[i, start:end].all() and torch.allclose(got, torch.full_like(got, want), atol=1e-5)
+            nonzero += abs(want - episode_part[i]) > 1e-6
+    assert nonzero  # some turns got a step advantage of their own
+    logs = trainer._metrics["train"]["gigpo/anchored_turn_share"]
+    assert logs and 0 < logs[-1] <= 1  # every group's first turns share the reset state
+    trainer.engine.close()
