@@ -208,6 +208,24 @@ def _row(name: str, result: Any) -> str:
     )
 
 
+@contextlib.contextmanager
+def on_training_device(model: Any) -> Iterator[None]:
+    """The model on the device this process trains on (where the trainer will keep it), for an evaluation
+    that every process runs. Weights that DeepSpeed ZeRO-3 loaded partitioned (a model loaded under its
+    `zero.Init`, as after the SFT stage) are gathered whole on every process meanwhile (a collective call)."""
+    from accelerate import PartialState
+
+    partitioned = [p for p in model.parameters() if hasattr(p, "ds_id")]
+    if not partitioned:
+        model.to(PartialState().device)
+        yield
+        return
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(partitioned):
+        yield
+
+
 def save_trained_model(trainer: Any, tokenizer: Any, path: Path, tiny_source: str | Path | None = None) -> None:
     """Save a trainer's model to `path` as one full checkpoint; call it on every process.
 
@@ -257,7 +275,6 @@ def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
 
 def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     import torch
-    from accelerate import PartialState
 
     from agentgym_train.evaluation.evaluate import evaluate_model, evaluate_random, paired_difference
     from agentgym_train.scheduler import MaxTurnScheduler
@@ -327,6 +344,10 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
         sft_path = out / "sft-model"
         # Through the trainer: the full weights under FSDP / ZeRO-3 (not the main process's shard), written once.
         save_trained_model(sft, tokenizer, sft_path, tiny_source=model_path)
+        if sft.is_deepspeed_enabled:  # accelerate takes one DeepSpeed plugin per process state: RL's starts afresh
+            from accelerate.state import AcceleratorState
+
+            AcceleratorState._reset_state()
         del sft  # its wrapped model and optimiser state
         # Reload, so that the model names the SFT checkpoint: TRL builds the KL reference from that path.
         model_path = str(sft_path)
@@ -359,9 +380,9 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     before = random = None
     if pipeline.eval_tasks:
         t0 = time.perf_counter()
-        model.to(PartialState().device)  # the device this process trains on (the trainer keeps it there)
         random = evaluate_random(args.env_id, actions=pipeline.random_actions, **episodes)
-        before = evaluate("eval before RL")
+        with on_training_device(model):
+            before = evaluate("eval before RL")
         print(_row("random policy", random), flush=True)
         print(_row("before RL", before), flush=True)
         stage("eval before", t0)

@@ -43,7 +43,8 @@ def main(model_dir: str, output_dir: str, precision: str) -> None:
 
     def recording_sft(*args: Any, **kwargs: Any) -> Any:
         trainer = run_sft(*args, **kwargs)
-        state = trainer.accelerator.get_state_dict(trainer.model)  # every rank gathers; the main one holds it
+        wrapped = trainer.model_wrapped if trainer.is_deepspeed_enabled else trainer.model  # DeepSpeed's engine
+        state = trainer.accelerator.get_state_dict(wrapped)  # every rank gathers; the main one holds it
         if trainer.is_world_process_zero():
             torch.save({k: v.detach().cpu() for k, v in state.items()}, out / "sft-trained.pt")
         return trainer

@@ -101,13 +101,17 @@ def test_deepspeed_ranks_with_different_turns_finish_and_save(
 
 
 @pytest.mark.slow
-def test_fsdp_pipeline_saves_the_full_sft_model_once_and_evaluates_on_the_training_device(
-    tiny_babyai: Path, tmp_path: Path
+@pytest.mark.parametrize("config", ["fsdp.yaml", "zero3.yaml"])
+def test_pipeline_saves_the_full_sft_model_once_and_evaluates_on_the_training_device(
+    tiny_babyai: Path, tmp_path: Path, config: str
 ) -> None:
-    """The pipeline under FSDP2 with bf16: the main process alone writes the SFT and RL checkpoints, the
-    SFT checkpoint holds the full trained weights, and the policy and the evaluated models are bf16."""
+    """The pipeline (SFT, eval, GRPO, eval) under FSDP2 or ZeRO-3 in bf16: the main process alone writes the
+    SFT and RL checkpoints, the SFT checkpoint holds the full trained weights, and the policy and every
+    evaluated model are bf16 on the training device."""
+    if config.startswith("zero"):
+        pytest.importorskip("deepspeed", reason="DeepSpeed is not installed in this environment")
     out = tmp_path / "run"
-    ranks = launch(cpu_config("fsdp.yaml", tmp_path), tiny_babyai, out, "bf16", job="pipeline_job.py")
+    ranks = launch(cpu_config(config, tmp_path), tiny_babyai, out, "bf16", job="pipeline_job.py")
     assert [r["saved"] for r in ranks] == [["sft-model", "rl-model"], []]
     # the SFT checkpoint is the whole model (every parameter at full shape), equal to what SFT trained
     from agentgym_train.tiny import load_model
@@ -118,10 +122,10 @@ def test_fsdp_pipeline_saves_the_full_sft_model_once_and_evaluates_on_the_traini
     assert {k: v.shape for k, v in saved.items()} == {k: v.shape for k, v in initial.items()}
     assert all(torch.equal(saved[k], trained[k].float()) for k in initial)
     assert any(not torch.equal(saved[k], initial[k]) for k in initial), "SFT changed no weight"
-    # loaded in the training dtype (FSDP keeps float32 shards of the trainable weights itself)
+    # loaded in the training dtype (FSDP and DeepSpeed keep float32 shards of the trainable weights themselves)
     assert [r["policy_dtype"] for r in ranks] == ["torch.bfloat16", "torch.bfloat16"]
-    # every rank evaluated before RL, the main one alone after RL on the unsharded reload, all on the
-    # device they trained on and in the training dtype
+    # every rank evaluated before RL (ZeRO-3: on weights gathered whole), the main one alone after RL on the
+    # unsharded reload, all on the device they trained on and in the training dtype
     assert [[e["description"] for e in r["evaluated"]] for r in ranks] == [
         ["eval before RL", "eval after RL"],
         ["eval before RL"],
