@@ -225,6 +225,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="run the speed benchmarks under benchmarks/; one table of ratios to baselines")
     bench.add_arguments(p)
     p.set_defaults(func=bench.run)
+
+    from agentgym_train import plan
+
+    p = sub.add_parser("plan", help="per-GPU memory of a training config on N GPUs, part by part, and whether it fits")
+    plan.add_arguments(p)
+    p.set_defaults(func=plan.run)
     return parser
 
 
