@@ -404,7 +404,7 @@ def plan(
         reference = frozen_weights(shape.parameters, sharding, gpus, dtype_bytes)
         states.append(("reference model", reference, "beta > 0: frozen copy in the policy's dtype"))
     if settings["algorithm"] == "ppo":
-        states += _critic(settings, shape, sharding, gpus, dtype_bytes)
+        states += _critic(settings, shape, sharding, gpus, dtype_bytes, shares_base=bool(lora))
     states.append(("CUDA context, allocator", int(overhead_gib * GIB), "fixed allowance"))
 
     completion = int(settings["max_completion_length"])
@@ -445,9 +445,12 @@ def plan(
 
 
 def _critic(
-    settings: Mapping[str, Any], shape: ModelShape, sharding: str, gpus: int, dtype_bytes: int
+    settings: Mapping[str, Any], shape: ModelShape, sharding: str, gpus: int, dtype_bytes: int, shares_base: bool
 ) -> list[tuple[str, int, str]]:
-    """PPO's value model: the backbone without the LM head, plus a one-output head (hidden + 1)."""
+    """PPO's value model: the backbone without the LM head, plus a one-output head (hidden + 1).
+
+    `shares_base`: the policy is a LoRA model, whose frozen base a `critic="lora"` adapter reuses.
+    """
     if settings["critic_model_name_or_path"]:
         name = settings["critic_model_name_or_path"]
         shape = model_shape(model_config(name, settings), name)
@@ -455,9 +458,10 @@ def _critic(
     critic = ModelShape(**{**asdict(shape), "parameters": params, "lm_head_parameters": 0})
     if settings["critic"] == "lora":
         trainable = critic.lora_parameters(int(settings["critic_lora_rank"])) + shape.hidden_size + 1
-        frozen = ("critic base", frozen_weights(params, sharding, gpus, dtype_bytes), "frozen copy")
-        adapter = 16 * trainable  # float32 weights, gradients and moments, replicated
-        return [frozen, ("critic adapter", adapter, "LoRA + value head, float32 with AdamW")]
+        adapter = [("critic adapter", 16 * trainable, "LoRA + value head, float32 with AdamW")]
+        if shares_base and not settings["critic_model_name_or_path"]:
+            return adapter
+        return [("critic base", frozen_weights(params, sharding, gpus, dtype_bytes), "frozen copy"), *adapter]
     return [(f"critic {p}", b, n) for p, b, n in model_states(critic, params, sharding, gpus, dtype_bytes)]
 
 

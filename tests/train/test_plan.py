@@ -161,6 +161,8 @@ def test_reference_critic_lora_and_vllm_parts() -> None:
     # each linear layer's A (in x r) and B (r x out): q, k and v (512 = 4 KV heads x 128), o, gate and up, down
     assert trainable == 16 * layers * ((h + h) + 2 * (h + 512) + (h + h) + 2 * (h + i) + (i + h))
     assert "reference model" not in {p for p, _, _ in lora.states}  # the adapter, disabled, is the reference
+    shared = {p for p, _, _ in plan({**base, "lora_r": 16, "algorithm": "ppo", "critic": "lora"}, 1, 80).states}
+    assert "critic adapter" in shared and "critic base" not in shared  # on the policy's own frozen base
 
 
 def test_activation_checkpointing_keeps_one_input_per_layer() -> None:
