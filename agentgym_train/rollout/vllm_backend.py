@@ -8,16 +8,32 @@ ids, never re-rendered text) go to `VLLMGeneration.generate`, and the sampled id
 come back as they were sampled. TRL's importance-sampling correction then compares those logprobs
 with the trainer's (`vllm_importance_sampling_correction`), as in its single-turn GRPO.
 
-Under several processes TRL's server mode gathers the prompts of every rank and the colocated engine
-with tensor parallelism gathers those of its group: both are collective calls, so every process must
-call `generate` the same number of times. `sync_live` tells the rollout engine whether any process
-still has a live episode; a process whose episodes have all ended keeps calling with no contexts
-until none is live anywhere.
+Several processes: TRL's server mode gathers the prompts of every rank, the main process asks the
+server for all of them at once and rank r keeps the replies `r*len(prompts):(r+1)*len(prompts)`; the
+colocated engine with tensor parallelism > 1 gathers and slices the same way inside its group. So
+every call is collective, and the slicing is right only when every rank sends as many prompts: after
+the first turn they don't (episodes end at different turns), and a rank with fewer would silently
+get another rank's replies. The rule here, on every rank of the group that gathers (all processes in
+server mode, the tensor-parallel group when colocated; a colocated engine without tensor parallelism
+generates alone and is called without padding):
 
-Stop strings: the scenarios' stop strings go to vLLM as `SamplingParams.stop` (one set per call: the
-union over the contexts so far). vLLM ends a reply on the token that completes a stop string and
-keeps that token in `token_ids` (it trims only the text); the rollout engine cuts the ids at the stop
-itself (`agentgym_train.rollout.stops`), as for every backend.
+1. turns: the rollout engine loops while *any* process has a live episode (`sync_live`); a process
+   whose episodes have all ended calls with no contexts;
+2. within a turn, the ranks gather (one `all_gather_object`) how many contexts each has per stop set
+   and the reply budget; every rank then makes one `generate` call per stop set present anywhere,
+   in the same (sorted) order, each with the largest budget and padded with one-token dummy prompts
+   (the first end token) to the largest count any rank has for that set; the dummies' replies are
+   dropped. A rank with no context of a set sends dummies only. TRL returns each reply with its
+   prompt, and a reply whose prompt is not the context sent raises. (A dummy costs what a short
+   prompt costs: vLLM samples its reply to the budget with the others', in the same batch.)
+
+Stop strings: each context's reply goes to vLLM with its own episode's stop strings
+(`SamplingParams.stop`, plus any in the trainer's `generation_kwargs`): one set per call, so a batch
+that mixes scenarios is one call per stop set, and a reply is never cut at another scenario's stop.
+In server mode the main process's parameters serve every rank's prompts, which step 2 makes the same
+on every rank. vLLM ends a reply on the token that completes a stop string and keeps that token in
+`token_ids` (it trims only the text); the rollout engine cuts the ids at the stop itself
+(`agentgym_train.rollout.stops`), as for every backend.
 """
 
 from __future__ import annotations
@@ -25,8 +41,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from agentgym_train.rollout.lockstep import any_process
 from agentgym_train.rollout.stops import StopStrings
+
+#: A turn's result: per context, the sampled ids and their logprobs.
+Replies = list[tuple[list[int], list[float]]]
 
 
 class VLLMTurnGenerator:
@@ -35,21 +56,29 @@ class VLLMTurnGenerator:
     Args:
         vllm_generation: TRL's `VLLMGeneration` (the trainer's `vllm_generation` attribute).
         eos_token_ids: Tokens that end a reply; sent as vLLM's `stop_token_ids`, so a model whose
-            end-of-turn token is not its EOS (Llama 3, Gemma) stops there too.
-        accelerator: The trainer's accelerator; with more than one process, `sync_live` reduces
-            "still live" over all of them.
+            end-of-turn token is not its EOS (Llama 3, Gemma) stops there too. The first one is the
+            dummy prompt that pads a rank's batch (see the module docstring).
+        accelerator: The trainer's accelerator (default: `vllm_generation`'s); with more than one
+            process, `sync_live` reduces "still live" over all of them and calls are padded.
     """
 
     def __init__(self, vllm_generation: Any, eos_token_ids: Sequence[int], accelerator: Any = None):
         self.vllm = vllm_generation
         self.eos_token_ids = [int(t) for t in eos_token_ids]
-        self.accelerator = accelerator
-        #: Every stop string asked for so far (sent as vLLM's `stop`).
-        self.stop_strings: set[str] = set()
+        if not self.eos_token_ids:
+            raise ValueError("VLLMTurnGenerator needs at least one end token (eos_token_ids is empty)")
+        self.accelerator = accelerator if accelerator is not None else getattr(vllm_generation, "accelerator", None)
 
     @property
     def collective(self) -> bool:
         return self.accelerator is not None and self.accelerator.num_processes > 1
+
+    @property
+    def pads(self) -> bool:
+        """Whether TRL gathers the prompts of several processes here, so every rank must send as many."""
+        if getattr(self.vllm, "mode", "colocate") == "server":
+            return self.collective
+        return getattr(self.vllm, "tensor_parallel_size", 1) > 1
 
     def sync_live(self, any_local: bool) -> bool:
         """True while some process still has a live episode (a collective call on every process)."""
@@ -57,24 +86,58 @@ class VLLMTurnGenerator:
 
     def __call__(
         self, contexts: list[list[int]], max_new_tokens: int, stop: Sequence[StopStrings | None] | None = None
-    ) -> list[tuple[list[int], list[float]]]:
+    ) -> Replies:
+        given = dict(self.vllm.generation_kwargs or {}).get("stop") or []
+        given = {given} if isinstance(given, str) else set(given)
+        mine: dict[tuple[str, ...], list[int]] = {}  # this rank's contexts per stop set
+        for i in range(len(contexts)):
+            strings = stop[i].strings if stop and stop[i] else ()
+            mine.setdefault(tuple(sorted(given.union(strings))), []).append(i)
+        counts, max_new_tokens = self._agree({key: len(rows) for key, rows in mine.items()}, max_new_tokens)
+        results: list[tuple[list[int], list[float]] | None] = [None] * len(contexts)
+        for key, count in counts:  # the same calls in the same order on every rank of the group
+            rows = mine.get(key, [])
+            batch = [list(contexts[i]) for i in rows] + [[self.eos_token_ids[0]]] * (count - len(rows))
+            replies = self._generate(batch, max_new_tokens, key)
+            for i, reply in zip(rows, replies[: len(rows)], strict=True):  # the dummies' replies are dropped
+                results[i] = reply
+        return results  # type: ignore[return-value]  # every row got its reply above
+
+    def _agree(self, counts: dict[tuple[str, ...], int], max_new_tokens: int) -> tuple[list, int]:
+        """Per stop set the batch size every rank sends, and the reply budget (one gather over the group)."""
+        if not self.pads:
+            return sorted(counts.items()), max_new_tokens
+        # server mode: every process (the default group); colocated: the tensor-parallel group
+        group = None if self.vllm.mode == "server" else self.vllm.tp_group
+        size = torch.distributed.get_world_size(group=group)
+        everyone: list[Any] = [None] * size
+        torch.distributed.all_gather_object(everyone, (counts, max_new_tokens), group=group)
+        keys = sorted({key for rank_counts, _ in everyone for key in rank_counts})
+        agreed = [(key, max(rank_counts.get(key, 0) for rank_counts, _ in everyone)) for key in keys]
+        return agreed, max(limit for _, limit in everyone)
+
+    def _generate(self, prompts: list[list[int]], max_new_tokens: int, strings: tuple[str, ...]) -> Replies:
+        """One `VLLMGeneration.generate` call with these stop strings; each reply cut after its end token."""
         vllm = self.vllm
         saved = vllm.max_completion_length, vllm.generation_kwargs
-        user = dict(saved[1] or {})
-        stop_ids = sorted({*self.eos_token_ids, *(user.get("stop_token_ids") or [])})
-        # kept across calls: in server mode the main process's parameters serve every process's prompts,
-        # also on a turn where the main process has no live episode of its own
-        self.stop_strings.update(s for x in stop or [] if x for s in x.strings)
-        given = user.get("stop") or []
-        strings = sorted({*([given] if isinstance(given, str) else given), *self.stop_strings})
-        vllm.max_completion_length = max_new_tokens
-        vllm.generation_kwargs = {**user, "stop_token_ids": stop_ids, **({"stop": strings} if strings else {})}
+        kwargs = dict(saved[1] or {})
+        kwargs["stop_token_ids"] = sorted({*self.eos_token_ids, *(kwargs.get("stop_token_ids") or [])})
+        kwargs.pop("stop", None)
+        if strings:
+            kwargs["stop"] = list(strings)
+        vllm.max_completion_length, vllm.generation_kwargs = max_new_tokens, kwargs
         try:
-            _, completion_ids, logprobs, token_ids = vllm.generate([list(c) for c in contexts], None, num_generations=1)
+            prompt_ids, completion_ids, logprobs, token_ids = vllm.generate(prompts, None, num_generations=1)
         finally:
             vllm.max_completion_length, vllm.generation_kwargs = saved
-        if len(completion_ids) != len(contexts):
-            raise RuntimeError(f"vLLM returned {len(completion_ids)} completions for {len(contexts)} contexts")
+        if len(completion_ids) != len(prompts):
+            raise RuntimeError(f"vLLM returned {len(completion_ids)} completions for {len(prompts)} contexts")
+        if prompt_ids is not None and [list(p) for p in prompt_ids] != prompts:
+            wrong = next(k for k, (p, q) in enumerate(zip(prompt_ids, prompts, strict=True)) if list(p) != q)
+            raise RuntimeError(
+                f"vLLM's reply {wrong} answers another prompt than the one this process sent (TRL slices the "
+                "gathered replies by rank, which is right only when every rank sends as many prompts)"
+            )
         if logprobs is None or token_ids is None:
             raise RuntimeError("vLLM returned no logprobs; the trainer needs them (VLLMGeneration with logprobs=0)")
         results = []

@@ -2,11 +2,17 @@
 
 TRL's real `VLLMGeneration` and `VLLMClient` run unchanged; only the server at the other end of the
 HTTP connection is `vllm_standin.StandInVLLM`, and the NCCL weight transfer is replaced by the
-stand-in's `receive_weights` (see that module).
+stand-in's `receive_weights` (see that module). On two processes (vllm_job.py) the colocated engine
+is the stand-in `vllm_standin.StandInLLM`, and both stand-ins give replies that name their prompt.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +130,106 @@ def test_generator_keeps_the_sampled_tokens_logprob_among_top_n() -> None:
     assert out == [([5, 7, 2], [-0.1, -0.7, -0.3])]  # cut after the end token; 7's logprob is the second entry
     assert vllm.seen == ([[1, 2, 3]], 4, {"seed": 3, "stop_token_ids": [2]})
     assert vllm.max_completion_length == 99 and vllm.generation_kwargs == {"seed": 3}  # restored
+
+
+# ---- two processes ------------------------------------------------------------------------------------
+#: A 2-process run takes ~40 s here; a hang (ranks waiting in different collectives) fails the test.
+TIMEOUT = 300
+
+
+def launch_vllm_job(model_dir: Path, out: Path, mode: str) -> list[dict]:
+    """Run vllm_job.py on 2 CPU processes (gloo) under `accelerate launch`; return each rank's report."""
+    launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
+    assert launcher, "accelerate is installed with the [train] extra"
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    command = [launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
+    command += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
+    command += [str(Path(__file__).parent / "vllm_job.py"), str(model_dir), str(out), mode]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"the 2-process run did not finish in {TIMEOUT} s (a collective hang?): {error.stderr!r:.3000}")
+    assert done.returncode == 0, done.stderr[-4000:]
+    return [json.loads((out / f"rank-{r}.json").read_text()) for r in (0, 1)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["server", "colocate"])
+def test_two_processes_with_uneven_episodes_get_their_own_replies(tiny_babyai: Path, tmp_path: Path, mode: str) -> None:
+    from vllm_job import EPISODES, TURN_TOKENS
+    from vllm_standin import NAMED_LENGTH, named_reply
+
+    reports = launch_vllm_job(tiny_babyai, tmp_path, mode)
+    assert [r["world_size"] for r in reports] == [2, 2] and [r["global_step"] for r in reports] == [1, 1]
+    end, alphabet = reports[0]["end"], reports[0]["alphabet"]
+    for report in reports:
+        # the scripted rollout: every episode ran its task's turns (live counts differ across ranks each turn)
+        assert [e["turns"] for e in report["engine"]] == [turns for _, turns in EPISODES[report["rank"]]]
+        # the GRPO step: episodes ended after 1 turn on rank 0, 3 on rank 1
+        assert {e["turns"] for e in report["train"]} == {1 + 2 * report["rank"]}
+        for episode in report["engine"] + report["train"]:
+            assert len(episode["spans"]) == episode["turns"]
+            for span in episode["spans"]:
+                # each reply is the one to its own context (a crossed reply names another prompt); the
+                # engine may replace the end token by the end-of-turn token
+                expected = named_reply(span["context"], TURN_TOKENS, alphabet, end)
+                assert len(span["reply"]) >= NAMED_LENGTH and span["reply"] == expected[: len(span["reply"])]
+    # per-episode stop strings: each context went to vLLM once, with its own episode's stop strings only
+    engine_calls = reports[0]["engine_calls"]  # the first calls were the scripted rollout's
+    if mode == "server":  # the server (in the main process) saw every rank's prompts
+        visible = {0: reports[0]["calls"], 1: reports[0]["calls"]}
+        assert reports[0]["weights"] == 1  # one weight sync, before the GRPO step's rollout
+    else:  # each rank's colocated engine saw its tensor-parallel group's (here: both ranks') prompts
+        visible = {r["rank"]: r["calls"] for r in reports}
+        assert reports[1]["calls"] == reports[0]["calls"]
+        assert reports[0]["weights"] > 0  # TRL's sync_weights loaded the trainer's weights into the engine
+    for report in reports:
+        sent = [
+            (tuple(p), tuple(c["stop"] or ())) for c in visible[report["rank"]][:engine_calls] for p in c["prompts"]
+        ]
+        for episode in report["engine"]:
+            for span in episode["spans"]:
+                assert [stop for p, stop in sent if p == tuple(span["context"])] == [tuple(episode["stop"])]
+    # every call carries one stop set and the same number of prompts from each rank: the padding dummies
+    # (one end token) make up the difference, so 3 turns x 2 stop sets ran as 2 + 2 + 2 calls
+    calls = visible[0][:engine_calls]
+    assert len(calls) == 6 and all(len(c["prompts"]) % 2 == 0 for c in calls)
+    dummies = [sum(p == [end] for p in c["prompts"]) for c in calls]
+    # turn 1: A 4|1 (3 dummies), B 1|2 (1); turn 2: A 3|0 (3), B 0|2 (2); turn 3: A 1|0 (1), B 0|1 (1)
+    assert dummies == [3, 1, 3, 2, 1, 1]
+
+
+def test_each_stop_set_is_its_own_call_and_replies_keep_their_order() -> None:
+    """Contexts of two scenarios: one call per stop set (sorted), each with its own stop strings only."""
+    from agentgym_train.rollout.stops import StopStrings
+
+    class Recorder:
+        max_completion_length = 99
+        generation_kwargs: dict = {}
+
+        def __init__(self) -> None:
+            self.calls: list[tuple[list[list[int]], list[str] | None]] = []
+
+        def generate(self, prompts, images, num_generations):
+            self.calls.append((prompts, self.generation_kwargs.get("stop")))
+            replies = [[100 + p[0], 2] for p in prompts]  # names its prompt by the first id
+            return prompts, replies, [[[-0.5]] * 2 for _ in prompts], [[[t] for t in r] for r in replies]
+
+    vllm = Recorder()
+    a, b = StopStrings(None, ["\nObservation:"]), StopStrings(None, ["\nStop here:", "END"])
+    out = VLLMTurnGenerator(vllm, eos_token_ids=[2])([[1], [2], [3], [4]], 4, stop=[b, a, None, b])
+    assert vllm.calls == [([[3]], None), ([[2]], ["\nObservation:"]), ([[1], [4]], ["\nStop here:", "END"])]
+    assert [ids for ids, _ in out] == [[101, 2], [102, 2], [103, 2], [104, 2]]
+
+
+def test_a_reply_to_another_prompt_raises() -> None:
+    class Crossed:  # returns the replies to other prompts than those sent, as TRL's slicing did
+        max_completion_length = 99
+        generation_kwargs: dict = {}
+
+        def generate(self, prompts, images, num_generations):
+            others = [[9, 9] for _ in prompts]
+            return others, [[2] for _ in prompts], [[[-0.5]] for _ in prompts], [[[2]] for _ in prompts]
+
+    with pytest.raises(RuntimeError, match="another prompt"):
+        VLLMTurnGenerator(Crossed(), eos_token_ids=[2])([[1, 5]], 4)

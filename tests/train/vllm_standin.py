@@ -12,6 +12,18 @@ travel over NCCL in TRL, which a CPU cannot run: tests replace `VLLMClient.init_
 `update_named_params` by `StandInVLLM.receive_weights`, which copies the streamed tensors into the
 stand-in's model by name, so a test can still check that the weights the trainer pushed are the
 ones that sample.
+
+With `alphabet` (token ids), the server does not sample: each reply is `named_reply(prompt)`, a
+sequence of `alphabet` tokens drawn from a hash of the prompt's ids and then the end token, so a test
+can tell from a reply which prompt it answered (a reply crossed to another prompt is seen).
+
+`StandInLLM` stands in for `vllm.LLM` in TRL's colocate mode, with exactly the interface TRL's
+`VLLMGeneration` calls on it (`generate` with token-id prompts and `SamplingParams`, the outputs'
+`prompt_token_ids`, `outputs[i].token_ids` and `.logprobs`, `reset_prefix_cache`, and
+`llm_engine.model_executor.driver_worker.model_runner.model.load_weights`); its replies are named as
+above. Under tensor parallelism every rank of the group must call it with the same prompts and
+sampling parameters, as vLLM's external launcher requires; the stand-in checks that (its group must be
+every process).
 """
 
 from __future__ import annotations
@@ -19,6 +31,8 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import zlib
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -28,10 +42,11 @@ import torch
 class StandInVLLM:
     """The stand-in server; `url` is its base URL while it runs (a context manager)."""
 
-    def __init__(self, model: Any, name: str = "stand-in", tokenizer: Any = None):
+    def __init__(self, model: Any, name: str = "stand-in", tokenizer: Any = None, alphabet: list[int] | None = None):
         self.model = copy.deepcopy(model).eval()
         self.name = name
         self.tokenizer = tokenizer  # decodes replies for `stop` strings (without it they are refused)
+        self.alphabet = alphabet  # named replies instead of sampled ones (see the module docstring)
         self.requests: list[dict[str, Any]] = []  # every /v1/completions body
         self.completions: list[list[int]] = []  # every choice's token_ids, in order
         self.weight_syncs = 0
@@ -115,14 +130,20 @@ class StandInVLLM:
         stops |= set(eos if isinstance(eos, list) else [eos])
         texts = body.get("stop") or []
         texts = [texts] if isinstance(texts, str) else list(texts)
-        if texts and self.tokenizer is None:
+        if texts and self.tokenizer is None and self.alphabet is None:
             raise ValueError("this stand-in needs the tokenizer to apply stop strings")
         choices = []
         for prompt in prompts:
             for _ in range(n):
-                ids, logps = self._sample(
-                    prompt, int(body["max_tokens"]), float(body.get("temperature", 1.0)), stops, texts
-                )
+                if self.alphabet is not None:
+                    ids = named_reply(
+                        prompt, int(body["max_tokens"]), self.alphabet, int(eos[0] if isinstance(eos, list) else eos)
+                    )
+                    logps = [NAMED_LOGPROB] * len(ids)
+                else:
+                    ids, logps = self._sample(
+                        prompt, int(body["max_tokens"]), float(body.get("temperature", 1.0)), stops, texts
+                    )
                 self.completions.append(ids)
                 choices.append(
                     {
@@ -159,3 +180,111 @@ class StandInVLLM:
                 if texts and any(t in self.tokenizer.decode(ids, skip_special_tokens=False) for t in texts):
                     break
         return ids, logps
+
+
+# ---- replies that name their prompt ------------------------------------------------------------------
+#: Tokens of a named reply before its end token, and the logprob reported for each.
+NAMED_LENGTH = 6
+NAMED_LOGPROB = -1.0
+
+
+def named_reply(prompt: list[int], max_tokens: int, alphabet: list[int], end: int) -> list[int]:
+    """`NAMED_LENGTH` tokens of `alphabet` from a CRC-32 of the prompt's ids, then `end` (to `max_tokens`)."""
+    code = zlib.crc32(json.dumps([int(t) for t in prompt]).encode())
+    ids = []
+    for _ in range(NAMED_LENGTH):
+        code, digit = divmod(code, len(alphabet))
+        ids.append(alphabet[digit])
+    return [*ids, end][:max_tokens]
+
+
+# ---- vllm.LLM for TRL's colocate mode ----------------------------------------------------------------
+class StandInSamplingParams:
+    """`vllm.SamplingParams` as TRL builds it: keyword arguments, kept as they are."""
+
+    def __init__(self, **kwargs: Any):
+        self.kwargs = kwargs
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["kwargs"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+@dataclass
+class _Logprob:  # vllm.logprobs.Logprob: what TRL's extract_logprobs reads
+    logprob: float
+    rank: int = 1
+
+
+@dataclass
+class _Completion:  # vllm.CompletionOutput
+    token_ids: list[int]
+    logprobs: list[dict[int, _Logprob]]
+
+
+@dataclass
+class _RequestOutput:  # vllm.RequestOutput
+    prompt_token_ids: list[int]
+    outputs: list[_Completion]
+
+
+@dataclass
+class _Model:  # ...model_runner.model: takes the weights TRL's sync_weights pushes
+    loaded: list[str] = field(default_factory=list)
+
+    def load_weights(self, weights: list[tuple[str, Any]]) -> None:
+        self.loaded += [name for name, _ in weights]
+
+
+class StandInLLM:
+    """A stand-in for `vllm.LLM` (see the module docstring); TRL constructs it with `LLM(**kwargs)`.
+
+    Args:
+        alphabet: The named replies' tokens.
+        end: The token that ends a named reply (one of the caller's end tokens).
+        **kwargs: What TRL passes to `vllm.LLM` (kept in `options`).
+    """
+
+    def __init__(self, *, alphabet: list[int], end: int, **kwargs: Any):
+        self.alphabet, self.end = alphabet, end
+        self.options = kwargs
+        self.tensor_parallel_size = int(kwargs.get("tensor_parallel_size", 1))
+        self.calls: list[dict[str, Any]] = []  # per generate: its prompts and sampling parameters
+        self.prefix_cache_resets = 0
+        model = _Model()
+        # the attribute path TRL's sync_weights takes to the model
+        runner = type("ModelRunner", (), {"model": model})()
+        worker = type("Worker", (), {"model_runner": runner})()
+        executor = type("Executor", (), {"driver_worker": worker})()
+        self.llm_engine = type("Engine", (), {"model_executor": executor})()
+        self.model = model
+
+    def reset_prefix_cache(self) -> None:
+        self.prefix_cache_resets += 1
+
+    def generate(
+        self, prompts: list[dict[str, Any]], sampling_params: StandInSamplingParams, use_tqdm: bool = True
+    ) -> list[_RequestOutput]:
+        ids = [list(p["prompt_token_ids"]) for p in prompts]
+        params = dict(sampling_params.kwargs)
+        if self.tensor_parallel_size > 1:
+            self._check_group_agrees(ids, params)
+        self.calls.append({"prompts": ids, **params})
+        outputs = []
+        for prompt in ids:
+            reply = named_reply(prompt, int(params["max_tokens"]), self.alphabet, self.end)
+            logprobs = [{t: _Logprob(NAMED_LOGPROB)} for t in reply]
+            outputs.append(_RequestOutput(prompt, [_Completion(reply, logprobs)]))
+        return outputs
+
+    def _check_group_agrees(self, ids: list[list[int]], params: dict[str, Any]) -> None:
+        import torch.distributed as dist
+
+        if dist.get_world_size() != self.tensor_parallel_size:
+            raise ValueError("this stand-in's tensor-parallel group must be every process")
+        everyone: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, (ids, params))
+        if any(other != everyone[0] for other in everyone):
+            raise RuntimeError("the ranks of a tensor-parallel group called vLLM with different prompts or parameters")
