@@ -24,6 +24,7 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing, unwrap_model_for_generation
 
 from agentgym_train import advantages as adv
+from agentgym_train import truncation as trunc
 from agentgym_train.rollout import Episode, RolloutEngine, Task, hf_generate_fn
 from agentgym_train.rollout.lockstep import LockstepGenerator, needs_lockstep
 from agentgym_train.rollout.sampler import CachedSampler
@@ -96,6 +97,32 @@ class MultiTurnGRPOConfig(GRPOConfig):
         default=False,
         metadata={"help": "GiGPO: divide step advantages by their step group's std (default: subtract the mean only)."},
     )
+    truncated_replies: str = field(
+        default="train",
+        metadata={
+            "help": "A reply the reply budget cut (no end token): 'train' (as any reply), 'mask_reply' (its tokens "
+            "leave the loss), 'mask_episode' (its episode's tokens leave the loss). See agentgym_train.truncation."
+        },
+    )
+    budget_truncated_episodes: str = field(
+        default="train",
+        metadata={"help": "An episode the episode budget (max_completion_length) ended: 'train' or 'mask_episode'."},
+    )
+    overlong_buffer_len: int = field(
+        default=0,
+        metadata={
+            "help": "DAPO's soft overlong penalty: L_cache, the tokens before the budget over which the penalty falls "
+            "linearly from 0 to -1 (0: off). Added to the episode reward as the reward function overlong_penalty."
+        },
+    )
+    overlong_penalty_factor: float = field(default=1.0, metadata={"help": "Weight of the overlong penalty."})
+    overlong_length: str = field(
+        default="reply",
+        metadata={
+            "help": "What the overlong penalty measures: 'reply' (each reply against max_turn_tokens, the mean over "
+            "the episode's replies) or 'episode' (the completion against max_completion_length)."
+        },
+    )
     beta: float = field(
         default=0.001,
         metadata={
@@ -138,6 +165,7 @@ class MultiTurnGRPOConfig(GRPOConfig):
                 f"multi_objective_aggregation={self.multi_objective_aggregation!r} is GRPO's; "
                 f"{self.advantage_estimator} takes the weighted sum of the rewards ('sum_then_normalize')"
             )
+        trunc.check_settings(self)
         if self.sampler not in ("cached", "generate"):
             raise ValueError(f"sampler must be 'cached' or 'generate', got {self.sampler!r}")
         if self.bf16 is None and not torch.cuda.is_available():
@@ -197,6 +225,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     Logged per step (besides TRL's): `episode/return`, `episode/success`, `episode/turns`,
     `episode/truncated` (turn limit or budget), `episode/budget_truncated`, `episode/invalid_reply_rate`,
     `episode/env_errors` (episodes ended by a failing env, all processes; their groups leave the loss),
+    `episode/truncated_replies` (replies the reply budget cut), `episode/masked_truncated_replies`,
+    `episode/masked_truncated_episodes`, `episode/masked_budget_truncated` (left out of the loss by the
+    `truncated_replies` and `budget_truncated_episodes` guards), `episode/overlong_penalty`,
     `rollout/max_turns`, `rollout/generation_time`, `rollout/env_time`, `rollout/env_time_share`.
     """
 
@@ -254,6 +285,11 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             chat_template_kwargs=args.chat_template_kwargs,
             env_timeout=args.env_timeout,
         )
+        if args.overlong_buffer_len > 0:  # one more reward function, as TRL adds an environment's get_reward
+            self.reward_funcs.append(trunc.overlong_penalty)
+            self.reward_func_names.append("overlong_penalty")
+            self.reward_processing_classes.append(None)
+            self.reward_weights = torch.cat([self.reward_weights, torch.tensor([args.overlong_penalty_factor])])
         self._bind_schedulers()
 
     # ---- the max-turn schedule counts rollout batches (restored with the callbacks on resume) -------
@@ -332,6 +368,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         """TRL's rewards per function (all processes); keeps their weighted sum as `self.rewards`, the reward
         every estimator uses (NaN where every function returned None)."""
         per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.args.overlong_buffer_len > 0:  # the penalty alone does not make an unscorable episode scorable
+            unscorable = torch.isnan(per_func[:, :-1]).all(dim=1)
+            per_func[unscorable, -1] = torch.nan
         weighted = (per_func * self.reward_weights.to(per_func.device).unsqueeze(0)).nansum(dim=1)
         self.rewards = torch.where(torch.isnan(per_func).all(dim=1), torch.nan, weighted)
         return per_func
@@ -423,11 +462,14 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         self.last_episodes = episodes
         self._log_rollout(episodes)
         dropped = self._failed_groups(episodes)
+        guarded, penalty = trunc.guard_rollout(episodes, self.args)
+        self._log_guards(episodes, guarded, penalty)
         return {
             "prompt_ids": [e.prompt_ids for e in episodes],
             "completion_ids": [e.completion_ids for e in episodes],
             "logprobs": [e.logprobs for e in episodes],
-            "env_mask": [[0] * len(e.env_mask) if d else e.env_mask for e, d in zip(episodes, dropped, strict=True)],
+            "env_mask": [[0] * len(g.env_mask) if d else g.env_mask for g, d in zip(guarded, dropped, strict=True)],
+            "overlong_penalty": penalty,
             "episode_return": [e.episode_return for e in episodes],
             "success": [float(e.success) for e in episodes],
             "turns": [e.turns for e in episodes],
@@ -499,6 +541,14 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         metrics["sampling/is_masked_token_share"].append(masked_tokens / max(tokens, 1))
         metrics["sampling/is_clipped_token_share"].append(clipped_tokens / max(tokens, 1))
         metrics["sampling/is_masked_episode_share"].append(masked_episodes / max(n, 1))
+
+    def _log_guards(self, episodes: list[Episode], guarded: list[trunc.Guarded], penalty: list[float]) -> None:
+        """The truncation guards' shares (`truncation.shares`), over all processes."""
+        counts = torch.tensor(trunc.counts(episodes, guarded, penalty), dtype=torch.float64)
+        totals = self._reduce_sum(counts.to(self.accelerator.device)).tolist()
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        for name, value in trunc.shares(totals, self.args.overlong_buffer_len > 0).items():
+            metrics[name].append(value)
 
     def _log_rollout(self, episodes: list[Episode]) -> None:
         mode = "train" if self.model.training else "eval"
