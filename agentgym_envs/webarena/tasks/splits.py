@@ -13,13 +13,12 @@ A task's id is `"<template_id>/<n>"`, `n` the instance's index in the template's
 built on first use (`TemplateTask.config`): listing thousands of tasks reads each template's
 instances but builds no config.
 
-`python -m agentgym_envs.webarena.tasks.splits --table` prints the table of sites, templates and
-task counts per kind (Markdown).
+`python -m agentgym_envs.webarena.tasks --table` prints the table of sites, templates and task
+counts per kind (Markdown).
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib
 import random
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgym_envs.webarena.sites import SITES, resolve
-from agentgym_envs.webarena.tasks.catalog import Task
+from agentgym_envs.webarena.tasks.task import Task
 from agentgym_envs.webarena.tasks.templates import KINDS, TaskTemplate, Values
 
 #: Instances of each template in the test split.
@@ -168,25 +167,3 @@ def table(tasks: Sequence[Task], templates: Mapping[str, Sequence[TaskTemplate]]
         test = sum(count[site, k, "test"] for k in KINDS)
         lines.append(f"| {site} | {len(site_list)} ({held}) | " + " | ".join(cells) + f" | {train} | {test} |")
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--table", action="store_true", help="print the Markdown table of the bundled tasks")
-    parser.add_argument("--held-out", action="store_true", help="list the held-out templates")
-    args = parser.parse_args(argv)
-    from agentgym_envs.webarena.tasks.catalog import TaskCatalog
-
-    catalog = TaskCatalog.bundled()
-    templates = site_templates()
-    if args.table or not args.held_out:
-        print(table(list(catalog.by_id.values()), templates))
-    if args.held_out:
-        for site_list in templates.values():
-            for template in site_list:
-                if template.held_out:
-                    print(f"{template.template_id} ({template.kind}): {template.intent_template}")
-
-
-if __name__ == "__main__":
-    main()
