@@ -50,8 +50,8 @@ def register_all() -> list[str]:
     if "AgentGym/Remote-v0" not in gym.registry:  # a client of `agentgym serve`; make_vec gives the batched one
         gym.register(
             id="AgentGym/Remote-v0",
-            entry_point="agentgym_envs.remote.client:RemoteEnv",
-            vector_entry_point="agentgym_envs.remote.vector:RemoteVectorEnv",
+            entry_point="agentgym_envs.remote.client.env:RemoteEnv",
+            vector_entry_point="agentgym_envs.remote.client.vector:RemoteVectorEnv",
         )
     ids.append("AgentGym/Remote-v0")
     return ids

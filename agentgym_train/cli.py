@@ -111,7 +111,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as error:
         print(f"agentgym serve needs FastAPI and uvicorn ({error}): pip install 'agentgym-rl[server]'", file=sys.stderr)
         return 1
-    from agentgym_envs.remote.policy import load_env_kwargs
+    from agentgym_envs.remote.server.policy import load_env_kwargs
 
     try:
         options = {

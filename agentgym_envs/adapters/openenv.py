@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from agentgym_envs.remote.openenv_routes import OPENENV_PREFIX
+from agentgym_envs.remote.dialects.openenv import OPENENV_PREFIX
 
 
 def openenv_url(server_url: str, env_id: str) -> str:

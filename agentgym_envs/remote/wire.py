@@ -1,8 +1,9 @@
-"""What the server and the client share with no extra dependency: JSON on the wire and the error mapping.
+"""What the server and the client share with no extra dependency: JSON on the wire and the errors.
 
 Errors travel as JSON `{"detail": "<what went wrong, in words>", "error_type": "<exception name>"}` with
-an HTTP status; `error_for` turns such a reply back into the exception the in-process env would have
-raised, so code written against a local env behaves the same against a remote one.
+an HTTP status. On the server an `ApiError` is such a reply (`env_error` makes one of an exception an
+env call raised); on the client `error_for` turns it back into the exception the in-process env would
+have raised, so code written against a local env behaves the same against a remote one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from agentgym_envs.core import EpisodeOverError
 
 #: Environment variable holding the bearer token (read by `agentgym serve` and by the client).
 TOKEN_ENV_VAR = "AGENTGYM_TOKEN"
+
+#: Longest `detail` of an error reply: an env's message may quote a megabyte action back.
+MAX_DETAIL_CHARS = 2000
 
 
 def _jsonable(value: Any) -> Any:
@@ -73,6 +77,32 @@ _KNOWN: dict[str, tuple[int, type[Exception]]] = {
     "TypeError": (422, TypeError),
     "NotImplementedError": (501, NotImplementedError),
 }
+
+
+def bounded(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    """`text`, cut to `limit` characters with a note saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
+class ApiError(Exception):
+    """An error reply: HTTP `status`, a human-readable `detail`, and the `error_type` a client maps back."""
+
+    def __init__(self, status: int, detail: str, error_type: str | None = None):
+        detail = bounded(detail)
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.error_type = error_type
+
+    def payload(self) -> dict[str, Any]:
+        return {"detail": self.detail, "error_type": self.error_type}
+
+
+def env_error(error: BaseException, what: str) -> ApiError:
+    """The reply for an exception raised by an env call (`what` says which call)."""
+    return ApiError(status_for(error), f"{what}: {type(error).__name__}: {error}", error_name(error))
 
 
 def status_for(error: BaseException) -> int:

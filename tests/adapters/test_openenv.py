@@ -26,8 +26,8 @@ from websockets.exceptions import InvalidStatus
 
 import agentgym_envs
 from agentgym_envs.adapters.openenv import make_client, openenv_url
-from agentgym_envs.remote.local import ServerThread
 from agentgym_envs.remote.server import create_app
+from agentgym_envs.remote.server.local import ServerThread
 
 # One short task per scenario, so that the expert finishes it in a few steps (SciWorld's and
 # WebArena's are the slow ones: a JVM, a browser and a web site); a scenario not named here plays
@@ -196,7 +196,7 @@ def test_websocket_handshake_passes_the_servers_token_host_and_origin_checks() -
 def test_a_websocket_outlives_the_http_read_deadlines() -> None:
     """The server's HTTP head deadline must not fire on a connection upgraded to a WebSocket (it wrote
     a 408 into the WebSocket stream once a session had lasted longer than the deadline)."""
-    from agentgym_envs.remote.timeouts import uvicorn_options
+    from agentgym_envs.timeouts import uvicorn_options
 
     with ServerThread(create_app([TEXTCRAFT], ttl=None), **uvicorn_options(header_timeout=0.2)) as server:
 

@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 import agentgym_envs  # noqa: F401
 from agentgym_envs.adapters.verifiers import install
-from agentgym_envs.remote.local import ServerThread
+from agentgym_envs.remote.server.local import ServerThread
 
 TEXTCRAFT = "AgentGym/TextCraft-v0"
 

@@ -22,9 +22,9 @@ import pytest
 import agentgym_envs  # noqa: F401
 from agentgym_envs.babyai.levels import AGENTGYM_LEVELS
 from agentgym_envs.core import TextEnv
-from agentgym_envs.remote import agentgym_compat as compat
-from agentgym_envs.remote.local import ServerThread
+from agentgym_envs.remote.dialects import agentgym as compat
 from agentgym_envs.remote.server import create_app
+from agentgym_envs.remote.server.local import ServerThread
 from agentgym_envs.sciworld.tasks import TASK_TYPES
 from agentgym_envs.textcraft.tasks import split_tasks
 
@@ -323,7 +323,7 @@ def test_agentgym_sessions_outlive_the_client_timeout_and_a_reaped_id_says_so(mo
 
     # The two reaps are polled from snapshots of /sessions, so no check can race the reaper; the wide
     # gap between the TTLs leaves many polls in which only the compat session is still open.
-    monkeypatch.setattr(compat, "COMPAT_TTL", 2.0)
+    monkeypatch.setattr(compat.routes, "COMPAT_TTL", 2.0)  # where the routes read it
     with ServerThread(create_app([GENERIC], ttl=0.2)) as server, httpx.Client(base_url=server.base_url) as http:
         client = AgentGymClient(http, "id")
         own = http.post("/sessions", json={}).json()["session_id"]

@@ -26,8 +26,8 @@ from agentgym_envs.remote import (
     ServerUnavailableError,
     SessionLostError,
 )
-from agentgym_envs.remote.local import ServerThread
 from agentgym_envs.remote.server import create_app
+from agentgym_envs.remote.server.local import ServerThread
 from agentgym_wrappers import MultiTurnWrapper
 from agentgym_wrappers.stops import DEFAULT_TURN_TOKENS, FORMAT_STOPS, stop_strings_for, turn_tokens_for
 

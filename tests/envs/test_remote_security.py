@@ -19,12 +19,12 @@ import agentgym_envs  # noqa: F401
 from agentgym_envs.babyai.env import BabyAIEnv
 from agentgym_envs.deepsearch.env import DeepSearchEnv
 from agentgym_envs.remote import RemoteEnv
-from agentgym_envs.remote.guard import LOOPBACK_NAMES, default_allowed_hosts
-from agentgym_envs.remote.local import ServerThread
 from agentgym_envs.remote.server import create_app, resolve_token
-from agentgym_envs.remote.timeouts import uvicorn_options
+from agentgym_envs.remote.server.guard import LOOPBACK_NAMES, default_allowed_hosts
+from agentgym_envs.remote.server.local import ServerThread
 from agentgym_envs.sciworld.backend import ScienceWorldJVM
 from agentgym_envs.textcraft.env import TextCraftEnv
+from agentgym_envs.timeouts import uvicorn_options
 from agentgym_train.cli import main as cli
 
 BABYAI = "AgentGym/BabyAI-v0"

@@ -9,19 +9,14 @@ from urllib.parse import quote
 import gymnasium as gym
 import numpy as np
 
-from agentgym_envs.core import EpisodeOverError, TextEnv, TextSpace
+from agentgym_envs.core import EpisodeOverError, TextEnv
 from agentgym_envs.remote import wire
-from agentgym_envs.remote.transport import HTTPTransport
+from agentgym_envs.remote.client.transport import HTTPTransport
+from agentgym_envs.remote.description import EnvDescription, text_space
 
 #: What a client without `base_url` and `env_id` plays (on its in-process server).
 DEFAULT_LOCAL_ENV_ID = "AgentGym/BabyAI-v0"
 _TASK_PAGE = 100_000
-
-
-def _space(description: dict[str, Any], what: str) -> TextSpace:
-    if description.get("type") != "TextSpace":
-        raise TypeError(f"the remote env's {what} is a {description.get('type')}; the client mirrors TextSpace only")
-    return TextSpace(int(description["max_length"]))
 
 
 def _plain(options: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -91,7 +86,7 @@ class RemoteEnv(TextEnv):
         self._transport = transport
         self._owns_transport = transport is None
         self.session_id: str | None = None
-        self._description: dict[str, Any] | None = None
+        self._description: EnvDescription | None = None
         self._task_lists: dict[str, list[str]] = {}
         self._seq = 0
         self._started = False
@@ -102,7 +97,7 @@ class RemoteEnv(TextEnv):
         if self._transport is None:
             token = self._token
             if self.base_url is None:
-                from agentgym_envs.remote.local import local_server
+                from agentgym_envs.remote.server.local import local_server
 
                 server = local_server()
                 self.base_url, token = server.base_url, server.token
@@ -110,7 +105,7 @@ class RemoteEnv(TextEnv):
             self._transport = HTTPTransport(self.base_url, token, timeout, connect_timeout, retries)
         return self._transport
 
-    def connect(self) -> dict[str, Any]:
+    def connect(self) -> EnvDescription:
         """Open the session now (if not open yet); return the remote env's description."""
         if self.session_id is None:
             reply = self._http().request("POST", "/sessions", {"env_id": self.env_id, "kwargs": self.env_kwargs})
@@ -123,8 +118,8 @@ class RemoteEnv(TextEnv):
         self.session_id = session["session_id"]
         self.env_id = session["env_id"]
         self._description = session["description"]
-        self.observation_space = _space(self._description["observation_space"], "observation space")
-        self.action_space = _space(self._description["action_space"], "action space")
+        self.observation_space = text_space(self._description["observation_space"], "observation space")
+        self.action_space = text_space(self._description["action_space"], "action space")
         self._started = self._done = False
 
     def _next_seq(self) -> int:
@@ -137,7 +132,7 @@ class RemoteEnv(TextEnv):
 
     # ---- mirrored attributes ----------------------------------------------------------------------
     @property
-    def description(self) -> dict[str, Any]:
+    def description(self) -> EnvDescription:
         """The remote env's description (spaces, class attributes, splits with sizes); connects if needed."""
         return self.connect()
 

@@ -9,8 +9,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from agentgym_envs.remote import wire
-from agentgym_envs.remote.client import RemoteEnv, _plain
-from agentgym_envs.remote.transport import HTTPTransport
+from agentgym_envs.remote.client.env import RemoteEnv, _plain
+from agentgym_envs.remote.client.transport import HTTPTransport
 
 
 def stack_infos(infos: list[dict[str, Any] | None]) -> dict[str, Any]:

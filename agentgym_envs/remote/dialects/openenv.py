@@ -40,14 +40,17 @@ import logging
 import secrets
 from contextlib import suppress
 from importlib import metadata as importlib_metadata
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Body, FastAPI, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.types import Scope, Send
 
 from agentgym_envs.remote import wire
-from agentgym_envs.remote.sessions import ApiError, Session, SessionManager, bounded
+from agentgym_envs.remote.wire import ApiError, bounded
+
+if TYPE_CHECKING:
+    from agentgym_envs.remote.server.sessions import Session, SessionManager
 
 _log = logging.getLogger(__name__)
 
@@ -236,7 +239,7 @@ class _Connection:
 
 
 def _metadata(env_id: str) -> dict[str, Any]:
-    from agentgym_envs.remote.policy import env_class
+    from agentgym_envs.remote.server.policy import env_class
 
     doc = (getattr(env_class(env_id), "__doc__", None) or "").strip()
     try:

@@ -35,7 +35,7 @@ class ServerThread:
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, token: str | None = None, **config: Any):
         import uvicorn
 
-        from agentgym_envs.remote.timeouts import uvicorn_options
+        from agentgym_envs.timeouts import uvicorn_options
 
         options = {
             "log_level": "warning",

@@ -19,7 +19,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from agentgym_envs.clientargs import ClientKwarg
-from agentgym_envs.remote.sessions import ApiError
+from agentgym_envs.remote.wire import ApiError
 
 
 def env_class(env_id: str) -> Any:

@@ -1,7 +1,8 @@
 """The HTTP protocol's request and response bodies (pydantic models; FastAPI documents them in OpenAPI).
 
 The client (`agentgym_envs.remote.client`) speaks the same JSON with plain dicts, so it needs no
-pydantic; these models are the reference for the shapes.
+pydantic; these models are the reference for the shapes. An env's description is the one schema of
+`agentgym_envs.remote.description`, which the client reads too.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentgym_envs.remote.description import EnvDescription
 
 
 class _Strict(BaseModel):
@@ -22,36 +25,6 @@ class CreateSessionRequest(_Strict):
         default_factory=dict,
         description="Keyword arguments for `gym.make(env_id, ...)`: only those the env lets clients choose "
         "(`client_kwargs` in `GET /envs`); any other is refused with 403. The operator's kwargs apply too.",
-    )
-
-
-class SpaceDescription(BaseModel):
-    type: str = Field(description="`TextSpace` for every AgentGym env; another space class name otherwise.")
-    max_length: int | None = Field(None, description="A TextSpace's bound on the text length.")
-    repr: str | None = Field(None, description="repr() of a space that is not a TextSpace.")
-
-
-class EnvDescription(BaseModel):
-    env_id: str
-    class_name: str = Field(description="Module and class of the env behind the id.")
-    observation_space: SpaceDescription
-    action_space: SpaceDescription
-    default_max_turns: int | None
-    action_format: str | None = Field(description="The action parser a multi-turn wrapper uses.")
-    system_prompt: str
-    stop_strings: list[str] | None = Field(
-        None, description="Where a reply ends (generation stops before any of them); null: the action format's."
-    )
-    default_max_turn_tokens: int | None = Field(
-        None, description="The scenario's reply budget in tokens; null: the action format's."
-    )
-    splits: dict[str, int] = Field(description="Split name -> number of tasks.")
-    metadata: dict[str, Any]
-    has_expert: bool = Field(description="Whether POST /sessions/{id}/expert can make a scripted expert.")
-    max_episode_steps: int | None
-    client_kwargs: dict[str, str] = Field(
-        default_factory=dict,
-        description="The kwargs a client may pass when creating a session, with what each accepts.",
     )
 
 

@@ -22,17 +22,17 @@ import sys
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 
 import agentgym_envs
-from agentgym_envs.core import TextEnv, TextSpace
+from agentgym_envs.core import TextSpace
 from agentgym_envs.remote import wire
-from agentgym_envs.remote.workers import WorkerPool
-
-if TYPE_CHECKING:
-    from agentgym_envs.remote.policy import KwargsPolicy
+from agentgym_envs.remote.description import EnvDescription, describe_env
+from agentgym_envs.remote.server.policy import KwargsPolicy
+from agentgym_envs.remote.server.workers import WorkerPool
+from agentgym_envs.remote.wire import ApiError, bounded, env_error
 
 _log = logging.getLogger(__name__)
 
@@ -42,69 +42,6 @@ REMOTE_PREFIX = "AgentGym/Remote"
 
 #: How many reaped session ids the manager remembers, to say "reaped" instead of "unknown".
 REAPED_MEMORY = 65_536
-
-#: Longest `detail` of an error reply: an env's message may quote a megabyte action back.
-MAX_DETAIL_CHARS = 2000
-
-
-def bounded(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
-    """`text`, cut to `limit` characters with a note saying how much was left out."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
-
-
-class ApiError(Exception):
-    """An error reply: HTTP `status`, a human-readable `detail`, and the `error_type` a client maps back."""
-
-    def __init__(self, status: int, detail: str, error_type: str | None = None):
-        detail = bounded(detail)
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.error_type = error_type
-
-    def payload(self) -> dict[str, Any]:
-        return {"detail": self.detail, "error_type": self.error_type}
-
-
-def env_error(error: BaseException, what: str) -> ApiError:
-    """The reply for an exception raised by an env call (`what` says which call)."""
-    return ApiError(wire.status_for(error), f"{what}: {type(error).__name__}: {error}", wire.error_name(error))
-
-
-def describe_space(space: gym.Space) -> dict[str, Any]:
-    """A space as JSON: a `TextSpace` by its bound; any other by its class name and repr."""
-    if isinstance(space, TextSpace):
-        return {"type": "TextSpace", "max_length": space.max_length}
-    return {"type": type(space).__name__, "repr": repr(space)}
-
-
-def _optional_list(values: Any) -> list[Any] | None:
-    return None if values is None else list(values)
-
-
-def describe_env(env_id: str, env: gym.Env) -> dict[str, Any]:
-    """What a client mirrors of an env: spaces, the scenario's class attributes, splits with their sizes."""
-    base = env.unwrapped
-    splits = getattr(base, "splits", ())
-    counts = {split: int(base.num_tasks(split)) for split in splits} if isinstance(base, TextEnv) else {}
-    metadata = {k: v for k, v in base.metadata.items() if k in ("render_modes", "render_fps")}
-    return {
-        "env_id": env_id,
-        "class_name": f"{type(base).__module__}.{type(base).__qualname__}",
-        "observation_space": describe_space(env.observation_space),
-        "action_space": describe_space(env.action_space),
-        "default_max_turns": getattr(base, "default_max_turns", None),
-        "action_format": getattr(base, "action_format", None),
-        "system_prompt": getattr(base, "system_prompt", ""),
-        "stop_strings": _optional_list(getattr(base, "stop_strings", None)),
-        "default_max_turn_tokens": getattr(base, "default_max_turn_tokens", None),
-        "splits": counts,
-        "metadata": metadata,
-        "has_expert": isinstance(base, TextEnv) and type(base).make_expert is not TextEnv.make_expert,
-        "max_episode_steps": env.spec.max_episode_steps if env.spec is not None else None,
-    }
 
 
 def _batch_error(error: ApiError) -> bytes:
@@ -128,7 +65,7 @@ class Session:
     kwargs: dict[str, Any]
     env: gym.Env
     slot: int
-    description: dict[str, Any]
+    description: EnvDescription
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     created: float = field(default_factory=time.time)
     last_used: float = field(default_factory=time.monotonic)
@@ -297,11 +234,7 @@ class SessionManager:
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
         self.env_ids = list(env_ids) if env_ids is not None else None
-        if policy is None:
-            from agentgym_envs.remote.policy import KwargsPolicy  # here: it imports this module's ApiError
-
-            policy = KwargsPolicy()
-        self.policy = policy
+        self.policy = policy if policy is not None else KwargsPolicy()
         unserved = [env_id for env_id in self.policy.operator_kwargs if not self._serves(env_id)]
         if unserved:
             raise ValueError(f"env kwargs given for ids this server does not serve: {unserved}")
@@ -314,7 +247,7 @@ class SessionManager:
         #: Reaped session ids and compat ids -> the idle TTL they were reaped after (oldest first).
         self.reaped_ids: OrderedDict[str | int, float] = OrderedDict()
         self._pending = 0
-        self._descriptions: dict[str, dict[str, Any]] = {}
+        self._descriptions: dict[str, EnvDescription] = {}
         self._reaper: asyncio.Task | None = None
         self.started = time.monotonic()
         self.reaped = 0
@@ -339,15 +272,15 @@ class SessionManager:
         if not self._serves(env_id):
             raise ApiError(404, f"env id {env_id!r} is not served here; served ids: {self.served()}", "UnknownEnvId")
 
-    async def description(self, env_id: str) -> dict[str, Any]:
+    async def description(self, env_id: str) -> EnvDescription:
         """The description of `env_id` with default kwargs (cached; the env is made and closed once)."""
         self.check_env_id(env_id)
         if env_id not in self._descriptions:
 
-            def probe() -> dict[str, Any]:
+            def probe() -> EnvDescription:
                 env = gym.make(env_id, **self.policy.operator(env_id))
                 try:
-                    return {**describe_env(env_id, env), "client_kwargs": self.policy.describe(env_id)}
+                    return describe_env(env_id, env, self.policy.describe(env_id))
                 finally:
                     env.close()
 
@@ -378,10 +311,10 @@ class SessionManager:
         slot = self.pool.assign()
         try:
 
-            def make() -> tuple[gym.Env, dict[str, Any]]:
+            def make() -> tuple[gym.Env, EnvDescription]:
                 env = gym.make(env_id, **kwargs)
                 try:
-                    return env, {**describe_env(env_id, env), "client_kwargs": self.policy.describe(env_id)}
+                    return env, describe_env(env_id, env, self.policy.describe(env_id))
                 except BaseException:
                     env.close()
                     raise

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import uvicorn
 
-from agentgym_envs.remote.timeouts import timed_protocol
+from agentgym_envs.timeouts import timed_protocol
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
