@@ -9,9 +9,18 @@ value bootstraps across them, see `advantages.gae`) with the episode's reward (T
 `reward_weights`-weighted sum of the `reward_funcs`, as for every estimator) paid on the last model
 token; the token-level advantages (B, T) go to TRL's loss, which accepts them. The critic is
 fitted on the GAE returns after each rollout (its gradients averaged over processes). Value passes
-run in micro-batches of `per_device_train_batch_size` rows. Checkpoints hold the critic's trainable
-weights and its optimiser's state in `checkpoint-N/critic/`; `train(resume_from_checkpoint=...)`
-restores them.
+run in micro-batches of `per_device_train_batch_size` rows.
+
+A full critic is loaded in the policy's dtype and prepared by the accelerator as the policy is
+(`ModelCritic.prepare`): sharded by the FSDP2 plugin, wrapped in DDP (one bucketed all-reduce per
+optimiser step), `bf16`/`fp16` as for the policy, activation checkpointing when
+`activation_checkpointing` is set; its AdamW holds the prepared (sharded) parameters. DeepSpeed would
+need a second engine, so a full critic is refused there (use FSDP2, or `critic="lora"`). A LoRA
+critic is replicated; its gradients are averaged in one flattened all-reduce.
+
+Checkpoints hold the critic's full trainable weights and its optimiser's full state in
+`checkpoint-N/critic/` (gathered from the shards; the main process writes them);
+`train(resume_from_checkpoint=...)` restores them.
 """
 
 from __future__ import annotations
@@ -24,7 +33,14 @@ import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from agentgym_train.advantages import gae, masked_whiten, token_rewards
-from agentgym_train.trainers.critic import CRITIC_KINDS, ModelCritic, load_critic, lora_critic, save_critic
+from agentgym_train.trainers.critic import (
+    CRITIC_KINDS,
+    ModelCritic,
+    all_reduce_gradients,
+    load_critic,
+    lora_critic,
+    save_critic,
+)
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 
 #: The critic's folder inside a checkpoint: its trainable weights and its optimiser's state.
@@ -38,9 +54,10 @@ class MultiTurnPPOConfig(MultiTurnGRPOConfig):
     critic: str = field(
         default="full",
         metadata={
-            "help": "'full': a trainable fp32 token-classification model (a copy of the policy, or "
-            "critic_model_name_or_path); 'lora': a LoRA adapter and a value head on a frozen base (the "
-            "policy's own base when the policy is a PEFT model, else a frozen copy in the policy's dtype)."
+            "help": "'full': a trainable token-classification model in the policy's dtype (a copy of the policy, "
+            "or critic_model_name_or_path), sharded, wrapped and cast as the policy; 'lora': a LoRA adapter and a "
+            "value head on a frozen base (the policy's own base when the policy is a PEFT model, else a frozen copy "
+            "in the policy's dtype)."
         },
     )
     critic_model_name_or_path: str | None = field(
@@ -63,8 +80,9 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
     """PPO with a value model and token-level GAE (see the module docstring).
 
     Args:
-        value_model: A model returning one value per token (`logits[..., 0]`); default: a
-            `AutoModelForTokenClassification` (`num_labels=1`) loaded from the policy's path.
+        value_model: A model returning one value per token (`logits[..., 0]`), prepared as a full critic;
+            default: a `AutoModelForTokenClassification` (`num_labels=1`) loaded from the policy's path
+            in the policy's dtype.
         Other arguments: as `MultiTurnGRPOTrainer`.
     """
 
@@ -81,10 +99,10 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
             )
         super().__init__(model, args, **kwargs)
         policy = self.accelerator.unwrap_model(self.model)
+        dtype = next(policy.parameters()).dtype  # the training dtype the policy was loaded in
         if value_model is not None:
             self.critic = ModelCritic(value_model)
         elif args.critic == "lora":
-            dtype = next(policy.parameters()).dtype
             source = args.critic_model_name_or_path
             if source is None and not hasattr(policy, "get_base_model"):
                 source = policy.config._name_or_path
@@ -94,11 +112,18 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
 
             base = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
             source = args.critic_model_name_or_path or base.config._name_or_path
-            full = AutoModelForTokenClassification.from_pretrained(source, num_labels=1, dtype=torch.float32)
+            full = AutoModelForTokenClassification.from_pretrained(source, num_labels=1, dtype=dtype)
             full.config.pad_token_id = self._tokenizer.pad_token_id
             self.critic = ModelCritic(full)
-        self.critic.to(self.accelerator.device)
-        self.value_optimizer = torch.optim.AdamW(self.critic.trainable_parameters(), lr=args.value_learning_rate)
+        if isinstance(self.critic, ModelCritic):
+            checkpointing = (args.activation_checkpointing_kwargs or {}) if args.activation_checkpointing else None
+            self.value_optimizer = self.critic.prepare(self.accelerator, args.value_learning_rate, checkpointing)
+        else:
+            self.critic.to(self.accelerator.device)
+            self.value_optimizer = torch.optim.AdamW(self.critic.trainable_parameters(), lr=args.value_learning_rate)
+        # fp16: the critic's own loss scaler, of the kind the accelerator made for the policy
+        scaler = self.accelerator.scaler
+        self.value_scaler = type(scaler)(self.accelerator.device.type) if scaler is not None else None
 
     @property
     def value_model(self) -> torch.nn.Module:
@@ -123,10 +148,12 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
         length = output["completion_ids"].size(1)
         scores = self.local_rewards(len(inputs))  # TRL's reward_weights-weighted sum of the reward_funcs
         mask = mask * ~torch.isnan(scores).unsqueeze(1)  # an unscorable episode (every reward None) leaves the loss
-        rewards = token_rewards(scores, mask)  # the reward on each episode's last model token
+        paid, ends = self.turn_payments(mask)  # the env's payments during the episode, on their turns' last tokens
+        rewards = token_rewards(scores, mask, paid=paid)  # the rest of the reward on each episode's last model token
         with torch.no_grad():
             values = self._values(ids, attention, length) * mask
-        advantages, targets = gae(rewards, values, mask, self.args.gae_gamma, self.args.gae_lambda)
+        args = self.args
+        advantages, targets = gae(rewards, values, mask, args.gae_gamma, args.gae_lambda, args.turn_gamma, ends)
         if self.args.whiten_advantages:  # over the model tokens of the global batch (all processes)
             advantages = masked_whiten(advantages, mask, self._reduce_sum)
         if self.model.training:
@@ -138,24 +165,33 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
         self, ids: torch.Tensor, attention: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
     ) -> None:
         """`value_epochs` optimiser steps on the squared error to the GAE returns, each accumulated over
-        micro-batches (the same gradient as one pass over the whole batch, at a micro-batch's memory)."""
+        micro-batches (the same gradient as one pass over the whole batch, at a micro-batch's memory) and
+        averaged over processes: by DDP (one bucketed all-reduce, after the last micro-batch), by FSDP2
+        (a reduce-scatter per micro-batch), else in one flattened all-reduce. Every process runs the
+        same number of micro-batches (its rollout has as many rows), as the collectives need."""
         tokens = mask.sum().clamp(min=1)
         parameters = self.critic.trainable_parameters()
+        micro_batches = self._micro_batches(ids.size(0))
+        scaler = self.value_scaler
         for _ in range(self.args.value_epochs):
             self.value_optimizer.zero_grad()
             total = 0.0
-            for rows in self._micro_batches(ids.size(0)):
-                with self.critic.active():
+            for i, rows in enumerate(micro_batches):
+                with self.critic.active(), self.critic.no_sync(last=i == len(micro_batches) - 1):
                     values = self._values(ids[rows], attention[rows], targets.size(1))
                     loss = ((values - targets[rows]) ** 2 * mask[rows]).sum() / tokens
-                    loss.backward()
+                    (loss if scaler is None else scaler.scale(loss)).backward()
                 total += float(loss.detach())
-            if self.accelerator.num_processes > 1:  # one critic per process: keep them identical
-                for p in parameters:
-                    if p.grad is not None:
-                        p.grad = self.accelerator.reduce(p.grad, reduction="mean")
+            if self.accelerator.num_processes > 1 and not self.critic.synchronised:
+                all_reduce_gradients(parameters, self.accelerator)
+            if scaler is not None:
+                scaler.unscale_(self.value_optimizer)
             torch.nn.utils.clip_grad_norm_(parameters, 1.0)
-            self.value_optimizer.step()
+            if scaler is None:
+                self.value_optimizer.step()
+            else:
+                scaler.step(self.value_optimizer)
+                scaler.update()
         self._metrics["train"]["value/loss"].append(total)
 
     # ---- checkpoints: the critic and its optimiser in `checkpoint-N/critic/` --------------------------
@@ -165,9 +201,9 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         super()._save_checkpoint(model, trial)
-        if self.args.should_save:
-            folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            save_critic(self.critic, self.value_optimizer, folder / CRITIC_DIR)
+        folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        # every process gathers (sharded weights), the main one writes
+        save_critic(self.critic, self.value_optimizer, folder / CRITIC_DIR, write=self.args.should_save)
 
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
         super()._load_optimizer_and_scheduler(checkpoint)

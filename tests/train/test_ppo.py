@@ -170,3 +170,64 @@ def test_ppo_refuses_another_advantage_estimator(toy_model: Path, tmp_path: Path
     args = MultiTurnPPOConfig(output_dir=str(tmp_path), env_id=toy_env.ENV_ID, advantage_estimator="rloo")
     with pytest.raises(ValueError, match="GAE"):
         MultiTurnPPOTrainer(model, args, processing_class=tokenizer)
+
+
+def test_a_full_critic_is_prepared_as_the_policy(toy_model: Path, tmp_path: Path) -> None:
+    """In the policy's dtype, dropout off, activation checkpointing as the config says (a decoder layer
+    runs again in the backward), a plain AdamW over exactly its parameters, and out of the accelerator's
+    model list (which transformers' evaluation reads as the policy's)."""
+    model, tokenizer = load_model(toy_model)
+    args = ppo_args(tmp_path, activation_checkpointing=True, value_epochs=1)
+    trainer = MultiTurnPPOTrainer(model.to(torch.bfloat16), args, processing_class=tokenizer)
+    critic = trainer.critic
+    assert {p.dtype for p in critic.parameters()} == {torch.bfloat16}
+    assert critic.module.is_gradient_checkpointing and critic.model.training
+    assert all(m.p == 0 for m in critic.modules() if isinstance(m, torch.nn.Dropout))
+    assert type(trainer.value_optimizer) is torch.optim.AdamW
+    held = [p for group in trainer.value_optimizer.param_groups for p in group["params"]]
+    assert all(a is b for a, b in zip(held, critic.parameters(), strict=True))
+    assert all(m is not critic.model for m in trainer.accelerator._models)  # (TRL's reference model is there)
+
+    calls = [0]
+    critic.module.model.layers[0].self_attn.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    ids, attention, mask, _ = rollout_tensors(trainer)
+    calls[0] = 0
+    trainer._fit_values(ids, attention, torch.zeros(mask.shape), mask)
+    assert calls[0] == 2 * len(trainer._micro_batches(ids.size(0)))  # forward, then recomputed in the backward
+    trainer.engine.close()
+
+
+def test_a_full_critic_is_refused_under_deepspeed(toy_model: Path) -> None:
+    from types import SimpleNamespace
+
+    from accelerate.utils import DistributedType
+    from transformers import AutoModelForTokenClassification
+
+    from agentgym_train.trainers.critic import ModelCritic
+
+    critic = ModelCritic(AutoModelForTokenClassification.from_pretrained(str(toy_model), num_labels=1))
+    with pytest.raises(ValueError, match="DeepSpeed engine"):
+        critic.prepare(SimpleNamespace(distributed_type=DistributedType.DEEPSPEED), 1e-3, None)
+
+
+def test_replicated_critic_gradients_are_averaged_in_one_reduce_per_dtype() -> None:
+    from types import SimpleNamespace
+
+    from agentgym_train.trainers.critic import all_reduce_gradients
+
+    reduced = []
+
+    def reduce(tensor: torch.Tensor, reduction: str) -> torch.Tensor:
+        reduced.append((tensor.dtype, tensor.numel(), reduction))
+        return tensor / 2  # the mean with a process whose gradients are all 0
+
+    parameters = [
+        torch.nn.Parameter(torch.zeros(shape, dtype=dtype))
+        for shape, dtype in [((2, 3), torch.float32), ((4,), torch.bfloat16), ((5,), torch.float32)]
+    ]
+    for i, p in enumerate(parameters):
+        p.grad = torch.full_like(p, float(i + 1))
+    all_reduce_gradients(parameters, SimpleNamespace(reduce=reduce))
+    assert sorted(reduced, key=str) == sorted([(torch.float32, 11, "mean"), (torch.bfloat16, 4, "mean")], key=str)
+    for i, p in enumerate(parameters):
+        assert torch.equal(p.grad, torch.full_like(p, (i + 1) / 2))
