@@ -11,11 +11,13 @@ from starlette.responses import RedirectResponse
 
 
 def site_templates(package: str, site_name: str) -> jinja2.Environment:
-    """The Jinja2 templates of the site package `package` (its `templates` folder), HTML-escaped, with
-    `site_name` on every page."""
-    templates = jinja2.Environment(
-        loader=jinja2.PackageLoader(package, "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True
+    """The Jinja2 templates of the site package `package` (its `templates` folder, then the sites'
+    shared `templates/site_base.html`, the page that every site's `base.html` extends), HTML-escaped,
+    with `site_name` on every page."""
+    loader = jinja2.ChoiceLoader(
+        [jinja2.PackageLoader(package, "templates"), jinja2.PackageLoader(__package__, "templates")]
     )
+    templates = jinja2.Environment(loader=loader, autoescape=True, trim_blocks=True, lstrip_blocks=True)
     templates.globals["site_name"] = site_name
     return templates
 
