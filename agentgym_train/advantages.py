@@ -14,6 +14,11 @@ tokens get no reward, no KL and no advantage.
   r_s`, whitened over every model token of the global batch (all processes). No critic.
   `reinforce++_baseline` subtracts the group's mean reward from each episode's reward first.
 - GAE (Schulman et al., 2016) for PPO: `delta_t = r_t + gamma V_next - V_t`, `A_t = delta_t + gamma lambda A_next`.
+- Turn rewards (REINFORCE++ and GAE): what the env pays during an episode (SciWorld's and TextWorld's
+  score increments; BabyAI and TextCraft pay at the end only) sits on the last model token of the turn
+  that earned it, the rest of the episode's reward on its last model token (`turn_payments`), and the
+  return crosses each turn's end discounted by `turn_gamma` as well, so each turn is credited with its
+  own discounted return-to-go. With `turn_gamma=1` and a terminal-only reward, nothing changes.
 - GiGPO (Feng et al., 2025): the episode's GRPO advantage plus `omega` times a step-level one. Turns
   of one group's episodes that start from the same environment state (an anchor state) form a step
   group; a turn's step advantage is its discounted return-to-go (`gamma` per turn) minus its step
@@ -107,32 +112,92 @@ def last_token(mask: torch.Tensor) -> torch.Tensor:
 
 
 def token_rewards(
-    scores: torch.Tensor, mask: torch.Tensor, kl: torch.Tensor | None = None, kl_coef: float = 0.0
+    scores: torch.Tensor,
+    mask: torch.Tensor,
+    kl: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    paid: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """(B, T) rewards: each episode's score on its last model token, minus `kl_coef * kl` on every model token.
 
-    Rows without a model token (or with a NaN score) get no score.
+    With `paid` ((B, T) env payments on the turns' last model tokens, see `turn_payments`), those payments
+    stay where they are and only the rest of the score (`score - paid.sum()`) goes on the last model token,
+    so that each episode's rewards still sum to its score. Rows without a model token (or with a NaN score)
+    get no score.
     """
     mask = mask.to(torch.float32)
     rewards = torch.zeros_like(mask)
     if kl is not None and kl_coef:
         rewards = rewards - kl_coef * kl.to(torch.float32) * mask
     scores = scores.to(torch.float32)
-    rows = torch.nonzero((mask.sum(dim=1) > 0) & ~torch.isnan(scores)).flatten()
+    scored = (mask.sum(dim=1) > 0) & ~torch.isnan(scores)
+    rows = torch.nonzero(scored).flatten()
+    if paid is not None:
+        paid = paid.to(torch.float32) * mask * scored.unsqueeze(1)
+        rewards = rewards + paid
+        scores = scores - paid.sum(dim=1)  # x - 0.0 == x: terminal-only payments leave the score as it was
     rewards[rows, last_token(mask)[rows]] += scores[rows]
     return rewards
 
 
-def returns_to_go(rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
+def turn_payments(
+    turn_rewards: Sequence[Sequence[float]], spans: Sequence[Sequence[tuple[int, int]]], mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where the env's payments during an episode go among its model tokens, and where its turns end.
+
+    A turn's payment lands on the last model token (`mask` 1) at or before the end of its reply, so a reply
+    left out of the loss is no time step: its payment counts at the policy's last step before it. The last
+    turn's payment is not placed (`token_rewards` puts the rest of the score there), nor is a payment with
+    no model token before it. Turn ends mark the tokens that close a turn and have model tokens after them:
+    there the per-turn discount of `returns_to_go` and `gae` applies.
+
+    Args:
+        turn_rewards: per episode, what the env paid on each turn.
+        spans: per episode, each reply's `[start, end)` in the completion.
+        mask: (B, T) the model tokens that are time steps.
+
+    Returns:
+        `paid` (B, T) float and `turn_ends` (B, T) bool.
+    """
+    paid = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    ends = torch.zeros(mask.shape, dtype=torch.bool, device=mask.device)
+    steps = mask > 0
+    for row, (episode_rewards, episode_spans) in enumerate(zip(turn_rewards, spans, strict=True)):
+        tokens = torch.nonzero(steps[row]).flatten().tolist()
+        if not tokens:
+            continue
+        for turn, (reward, (_, end)) in enumerate(zip(episode_rewards, episode_spans, strict=False)):
+            before = [t for t in tokens if t < end]
+            if not before:
+                continue
+            if before[-1] != tokens[-1]:
+                ends[row, before[-1]] = True
+            if turn < len(episode_rewards) - 1:
+                paid[row, before[-1]] += float(reward)
+    return paid, ends
+
+
+def returns_to_go(
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float = 1.0,
+    turn_gamma: float = 1.0,
+    turn_ends: torch.Tensor | None = None,
+) -> torch.Tensor:
     """(B, T) discounted sum of the rewards from each model token to the episode's end.
 
-    The discount applies per model token; env tokens are skipped (their entries are 0).
+    The discount applies per model token; env tokens are skipped (their entries are 0). Across a turn's end
+    (`turn_ends`, from `turn_payments`) the next turn's return is discounted by `gamma * turn_gamma`, so with
+    `gamma=1` every token of turn t gets `sum_{k>=t} turn_gamma^(k-t) r_k`.
     """
     mask = mask.to(rewards.dtype)
     returns = torch.zeros_like(rewards)
     running = torch.zeros(rewards.size(0), dtype=rewards.dtype, device=rewards.device)
     for t in reversed(range(rewards.size(1))):
-        running = torch.where(mask[:, t] > 0, rewards[:, t] + gamma * running, running)
+        carried = gamma * running
+        if turn_ends is not None:
+            carried = torch.where(turn_ends[:, t], carried * turn_gamma, carried)
+        running = torch.where(mask[:, t] > 0, rewards[:, t] + carried, running)
         returns[:, t] = running * mask[:, t]
     return returns
 
@@ -164,6 +229,9 @@ def reinforce_pp_advantages(
     kl_coef: float = 0.0,
     gamma: float = 1.0,
     reduce: Reduce | None = None,
+    paid: torch.Tensor | None = None,
+    turn_ends: torch.Tensor | None = None,
+    turn_gamma: float = 1.0,
 ) -> torch.Tensor:
     """REINFORCE++ token advantages for this process's episodes.
 
@@ -177,6 +245,9 @@ def reinforce_pp_advantages(
         kl_coef: the KL coefficient (TRL's `beta`).
         gamma: discount per model token.
         reduce: sums over processes (the whitening spans the global batch).
+        paid: (B, T) the env's payments during each episode (`turn_payments`), or None: all on the last token.
+        turn_ends: (B, T) the tokens that end a turn (`turn_payments`), where `turn_gamma` discounts too.
+        turn_gamma: discount per turn, on top of `gamma` per model token.
 
     Returns:
         (B, T) whitened advantages, 0 on env tokens, padding and episodes with a NaN reward.
@@ -187,17 +258,25 @@ def reinforce_pp_advantages(
         rewards = rewards.float() - group_mean(rewards, group_size)
     scores = rewards[rows]
     mask = mask * ~torch.isnan(scores).to(mask.device).unsqueeze(1)
-    returns = returns_to_go(token_rewards(scores, mask, kl, kl_coef), mask, gamma)
+    returns = returns_to_go(token_rewards(scores, mask, kl, kl_coef, paid), mask, gamma, turn_gamma, turn_ends)
     return masked_whiten(returns, mask, reduce)
 
 
 def gae(
-    rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0, lam: float = 0.95
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float = 1.0,
+    lam: float = 0.95,
+    turn_gamma: float = 1.0,
+    turn_ends: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised advantage estimation over the model's own tokens.
 
     Env tokens (`mask == 0`) are skipped, not treated as time steps: the next model token after an
-    observation is the next step, so the value bootstraps across the env's turn.
+    observation is the next step, so the value bootstraps across the env's turn. At a turn's last token
+    (`turn_ends`, from `turn_payments`) the discount is `gamma * turn_gamma`: `delta_t = r_t + gamma
+    turn_gamma V_next - V_t` and `A_t = delta_t + gamma turn_gamma lambda A_next`.
 
     Args:
         rewards: (B, T) reward on each token (typically the episode's reward on its last model token).
@@ -219,8 +298,12 @@ def gae(
     running = torch.zeros_like(next_value)
     for t in reversed(range(values.size(1))):
         m = mask[:, t]
-        delta = rewards[:, t] + gamma * next_value - values[:, t]
-        step = delta + gamma * lam * running
+        bootstrap, carried = gamma * next_value, gamma * lam * running
+        if turn_ends is not None:
+            bootstrap = torch.where(turn_ends[:, t], bootstrap * turn_gamma, bootstrap)
+            carried = torch.where(turn_ends[:, t], carried * turn_gamma, carried)
+        delta = rewards[:, t] + bootstrap - values[:, t]
+        step = delta + carried
         running = torch.where(m > 0, step, running)
         next_value = torch.where(m > 0, values[:, t], next_value)
         advantages[:, t] = running * m

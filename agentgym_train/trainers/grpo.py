@@ -97,6 +97,14 @@ class MultiTurnGRPOConfig(GRPOConfig):
         default=False,
         metadata={"help": "GiGPO: divide step advantages by their step group's std (default: subtract the mean only)."},
     )
+    turn_gamma: float = field(
+        default=1.0,
+        metadata={
+            "help": "Discount per turn of the token-level returns (reinforce++, PPO's GAE), on top of their gamma per "
+            "model token; the env's payments during an episode sit on the last token of the turn that earned them "
+            "(GiGPO discounts its turns with gigpo_gamma). 1 with a terminal-only reward: as without turns."
+        },
+    )
     truncated_replies: str = field(
         default="train",
         metadata={
@@ -399,6 +407,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             totals = self._reduce_sum(torch.stack([kl.sum(), mask.sum().to(kl.dtype)]))
             self._metrics[mode]["kl"].append((totals[0] / totals[1].clamp(min=1)).item())
         group = self.num_generations if self.model.training else self.num_generations_eval
+        paid, ends = self.turn_payments(mask)
         return adv.reinforce_pp_advantages(
             self.args.advantage_estimator,
             self.rewards,
@@ -409,7 +418,17 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             self.beta,
             self.args.reinforce_gamma,
             self._reduce_sum,
+            paid,
+            ends,
+            self.args.turn_gamma,
         )
+
+    def turn_payments(self, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, T) the env's payments during the last rollout's episodes on the model tokens (`mask`) of the turns
+        that earned them, and the tokens that end a turn (`advantages.turn_payments`)."""
+        episodes = self.last_episodes
+        turns = [e.turn_rewards for e in episodes]
+        return adv.turn_payments(turns, [e.reply_spans for e in episodes], mask)
 
     def _rollout_policy_logps(self, output: dict[str, Any]) -> torch.Tensor:
         """Per-token logprobs of the completion under the policy that sampled it (the training engine's
