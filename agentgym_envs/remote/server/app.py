@@ -23,9 +23,10 @@ Errors are JSON `{"detail": ..., "error_type": ...}`: unknown session or env id 
 422, step after the episode ended 409, session cap 429, body too large 413, missing token 401, a
 kwarg the client may not choose 403, a `Host` the server is not addressed by or a foreign `Origin`
 403, a body that is not `application/json` 415, a request head or body that does not arrive in time
-408, a backend failure 500 with its message; the server keeps serving. AgentGym's routes answer as
-AgentGym's servers do instead (mostly HTTP 200 with `{"error": ...}`), because their clients rely on it;
-`dialects.agentgym` says how for each scenario.
+408, a backend failure 500 with its message, an env call past the call timeout 504 (its session is
+closed); the server keeps serving. AgentGym's routes answer as AgentGym's servers do instead (mostly
+HTTP 200 with `{"error": ...}`), because their clients rely on it; `dialects.agentgym` says how for
+each scenario.
 
 Trust: the operator fixes each env's configuration at start (`env_kwargs`); a client may pass only
 the kwargs an env declares safe for clients (`client_kwargs`, listed in `GET /envs`).
@@ -56,7 +57,7 @@ from agentgym_envs.remote.server import protocol as P
 from agentgym_envs.remote.server.front import Front, unexpected_reply, validation_reply
 from agentgym_envs.remote.server.guard import RequestGuard, default_allowed_hosts, is_loopback
 from agentgym_envs.remote.server.policy import KwargsPolicy
-from agentgym_envs.remote.server.sessions import SessionManager
+from agentgym_envs.remote.server.sessions import DEFAULT_CALL_TIMEOUT, SessionManager
 from agentgym_envs.remote.wire import ApiError
 from agentgym_envs.timeouts import (
     DEFAULT_BODY_TIMEOUT,
@@ -84,6 +85,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": P.ValidationErrorReply, "description": "Malformed request"},
     429: {"model": P.ErrorReply, "description": "The server holds its maximum of sessions"},
     500: {"model": P.ErrorReply, "description": "The env backend failed"},
+    504: {"model": P.ErrorReply, "description": "An env call ran past the call timeout (its session is closed)"},
 }
 
 
@@ -135,6 +137,7 @@ def create_app(
     allowed_hosts: Collection[str] | None = None,
     allowed_origins: Collection[str] = (),
     trust_client_kwargs: bool = False,
+    call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
 ) -> EnvServerApp:
     """The server app for `env_ids` (None: every registered id but the remote clients).
 
@@ -151,11 +154,15 @@ def create_app(
         allowed_origins: Web origins allowed to call the server besides its own.
         trust_client_kwargs: Accept any kwargs from clients. Only for a server whose one client is this
             process (`AgentGym/Remote-v0`'s in-process server, behind a random token).
+        call_timeout: Seconds one env call (reset, step, expert, tasks) may run; past it the call is
+            answered 504 and its session closed, and the other sessions go on (None or 0: no limit).
     """
     if token is not None and not token.strip():
         raise ValueError("the token is empty, which would leave the server unprotected; pass a non-empty token or none")
     policy = KwargsPolicy(env_kwargs, trust_clients=trust_client_kwargs)
-    manager = SessionManager(env_ids, max_sessions=max_sessions, ttl=ttl, workers=workers, policy=policy)
+    manager = SessionManager(
+        env_ids, max_sessions=max_sessions, ttl=ttl, workers=workers, policy=policy, call_timeout=call_timeout
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> typing.AsyncIterator[None]:
@@ -356,6 +363,7 @@ def serve(
     header_timeout: float = DEFAULT_HEADER_TIMEOUT,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     keep_alive: float = DEFAULT_KEEP_ALIVE,
+    call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
     log_level: str = "warning",
 ) -> None:
     """Serve `env_ids` until interrupted (SIGINT/SIGTERM close every session before exiting).
@@ -377,6 +385,7 @@ def serve(
         env_kwargs=env_kwargs,
         allowed_hosts=hosts,
         allowed_origins=allowed_origins,
+        call_timeout=call_timeout,
     )
     config = uvicorn.Config(
         app,

@@ -5,8 +5,10 @@ whose clients may wait 2,400 s between calls). The manager remembers the ids it 
 `REAPED_MEMORY`), so a call on one is answered "reaped after N s idle" rather than "unknown".
 
 The manager runs on the server's event loop; env calls go to the `WorkerPool`, always on the
-session's own thread. Everything here is free of web-framework code: errors are `ApiError`s that
-the app turns into JSON replies.
+session's own thread, each within the server's call timeout: a call past it is answered 504 and its
+session closed, its env abandoned to the retired thread, while the slot's other sessions go on.
+Making and closing an env are not timed (making one may load an index for minutes). Everything here
+is free of web-framework code: errors are `ApiError`s that the app turns into JSON replies.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import itertools
 import logging
 import secrets
 import sys
+import threading
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -31,7 +34,7 @@ from agentgym_envs.core import TextSpace
 from agentgym_envs.remote import wire
 from agentgym_envs.remote.description import EnvDescription, describe_env
 from agentgym_envs.remote.server.policy import KwargsPolicy
-from agentgym_envs.remote.server.workers import WorkerPool
+from agentgym_envs.remote.server.workers import CallTimeout, WorkerPool, restart_clock
 from agentgym_envs.remote.wire import ApiError, bounded, env_error
 
 _log = logging.getLogger(__name__)
@@ -42,6 +45,9 @@ REMOTE_PREFIX = "AgentGym/Remote"
 
 #: How many reaped session ids the manager remembers, to say "reaped" instead of "unknown".
 REAPED_MEMORY = 65_536
+
+#: Seconds an env call (reset, step, expert, tasks) may run before its session is given up.
+DEFAULT_CALL_TIMEOUT = 300.0
 
 
 def _batch_error(error: ApiError) -> bytes:
@@ -54,6 +60,16 @@ def _trim_memory() -> None:
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
             ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+@dataclass(eq=False)
+class _Progress:
+    """How far a batch's group of calls got on its thread, shared with the event loop under `lock`."""
+
+    out: list[tuple[int, bytes]] = field(default_factory=list)
+    current: int = 0
+    abandoned: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass(eq=False)
@@ -210,6 +226,7 @@ class SessionManager:
         max_sessions: Sessions allowed at once; creating one more is answered 429.
         ttl: Seconds a session may stay idle before the reaper closes it (0 or None: never).
         workers: Threads for blocking env calls.
+        call_timeout: Seconds one env call may run (None or 0: no limit); see the module's docstring.
         policy: The operator's kwargs and the check of a client's (default: no operator kwargs, a
             client may pass only what each env declares safe for clients).
     """
@@ -221,6 +238,7 @@ class SessionManager:
         ttl: float | None = 600.0,
         workers: int = 16,
         policy: KwargsPolicy | None = None,
+        call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
     ):
         if env_ids is not None:
             unknown = [env_id for env_id in env_ids if env_id not in gym.registry]
@@ -241,6 +259,9 @@ class SessionManager:
         self.max_sessions = max_sessions
         self.ttl = ttl if ttl and ttl > 0 else None
         self.pool = WorkerPool(workers)
+        self.call_timeout = call_timeout if call_timeout and call_timeout > 0 else None
+        #: Sessions closed because a call ran past the call timeout -> that timeout (oldest first).
+        self.timed_out_ids: OrderedDict[str, float] = OrderedDict()
         self.sessions: dict[str, Session] = {}
         self.compat: dict[int, str] = {}
         self._compat_ids = itertools.count()
@@ -348,6 +369,14 @@ class SessionManager:
                     "create a new one with POST /sessions",
                     "SessionNotFound",
                 )
+            timed_out = self.timed_out_ids.get(session_id)
+            if timed_out is not None:
+                raise ApiError(
+                    404,
+                    f"session {bounded(session_id, 100)!r} was closed when a call ran past the server's call "
+                    f"timeout ({timed_out:g} s); create a new one with POST /sessions",
+                    "SessionNotFound",
+                )
             ttl = f", reaped after {self.ttl:g} s idle" if self.ttl else ""
             raise ApiError(
                 404,
@@ -382,12 +411,38 @@ class SessionManager:
                 call = (fn.__name__, *args)
                 if seq is not None and (replayed := session.replay(seq, call)) is not None:
                     return replayed
-                reply = await self.pool.run(session.slot, fn, *args)
+                try:
+                    reply = await self.pool.run(
+                        session.slot, fn, *args, timeout=self.call_timeout, abandon=session.do_close
+                    )
+                except CallTimeout as error:
+                    raise self._abandon(session, fn.__name__, error.seconds) from None
                 if seq is not None:
                     session.last_seq, session.last_call, session.last_reply = seq, call, reply
                 return reply
             finally:
                 session.last_used = time.monotonic()
+
+    def _abandon(self, session: Session, what: str, seconds: float) -> ApiError:
+        """Close `session`, whose call `what` ran past the call timeout (its env is left to the retired
+        thread, which closes it if the call ever returns); the reply for that call."""
+        session.closed = True
+        self.sessions.pop(session.id, None)
+        if session.compat_id is not None:
+            self.compat.pop(session.compat_id, None)
+        self.pool.release(session.slot)
+        self.timed_out_ids[session.id] = seconds
+        while len(self.timed_out_ids) > REAPED_MEMORY:
+            self.timed_out_ids.popitem(last=False)
+        _log.warning(
+            "%s of session %s (%s) ran past %g s; the session is closed", what, session.id, session.env_id, seconds
+        )
+        return ApiError(
+            504,
+            f"{what.removeprefix('do_')} of session {session.id} ({session.env_id}) did not return within the server's "
+            f"call timeout of {seconds:g} s: the session is closed and its env abandoned; create a new session",
+            "EnvCallTimeout",
+        )
 
     async def batch(self, calls: list[Any]) -> bytes:
         """Run one call per session (objects with `session_id`, `op` "reset"/"step", `action`, `seed`,
@@ -407,9 +462,14 @@ class SessionManager:
             except ApiError as error:
                 results[i] = _batch_error(error)
 
-        def run_group(items: list[tuple[int, Session, Any]]) -> list[tuple[int, bytes]]:
-            out = []
-            for i, session, call in items:
+        def run_group(items: list[tuple[int, Session, Any]], progress: _Progress) -> list[tuple[int, bytes]]:
+            out = progress.out
+            for k, (i, session, call) in enumerate(items):
+                with progress.lock:  # a timed-out group stops here; its later calls run on the fresh thread
+                    if progress.abandoned:
+                        break
+                    progress.current = k
+                restart_clock()  # each call of the group gets the whole call timeout
                 try:
                     if call.op == "step":
                         fn, args = session.do_step, (call.action,)
@@ -439,7 +499,7 @@ class SessionManager:
                     continue
                 session.last_used = time.monotonic()
                 groups.setdefault(session.slot, []).append((i, session, calls[i]))
-            done = await asyncio.gather(*(self.pool.run(slot, run_group, items) for slot, items in groups.items()))
+            done = await asyncio.gather(*(self._run_group(slot, run_group, items) for slot, items in groups.items()))
             now = time.monotonic()
             for _, session in found:
                 session.last_used = now
@@ -447,6 +507,27 @@ class SessionManager:
             for i, reply in group:
                 results[i] = reply
         return b'{"results":[' + b",".join(results) + b"]}"
+
+    async def _run_group(
+        self, slot: int, run_group: Any, items: list[tuple[int, Session, Any]]
+    ) -> list[tuple[int, bytes]]:
+        """A batch's calls on one thread; past the call timeout, the hung call is answered 504 and the
+        calls after it run on the slot's fresh thread."""
+        progress = _Progress()
+
+        def abandon() -> None:
+            items[progress.current][1].do_close()
+
+        try:
+            return await self.pool.run(slot, run_group, items, progress, timeout=self.call_timeout, abandon=abandon)
+        except CallTimeout as error:
+            with progress.lock:
+                progress.abandoned = True
+                done, k = list(progress.out), progress.current
+            i, session, call = items[k]
+            failed = (i, _batch_error(self._abandon(session, f"do_{call.op}", error.seconds)))
+            rest = items[k + 1 :]
+            return [*done, failed, *(await self._run_group(slot, run_group, rest) if rest else [])]
 
     def new_compat_id(self, session: Session) -> int:
         session.compat_id = next(self._compat_ids)
