@@ -34,6 +34,7 @@ tokens get no reward, no KL and no advantage.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 
@@ -167,13 +168,13 @@ def turn_payments(
         if not tokens:
             continue
         for turn, (reward, (_, end)) in enumerate(zip(episode_rewards, episode_spans, strict=False)):
-            before = [t for t in tokens if t < end]
-            if not before:
+            before = bisect_left(tokens, end) - 1  # the last model token before `end`
+            if before < 0:
                 continue
-            if before[-1] != tokens[-1]:
-                ends[row, before[-1]] = True
+            if before < len(tokens) - 1:
+                ends[row, tokens[before]] = True
             if turn < len(episode_rewards) - 1:
-                paid[row, before[-1]] += float(reward)
+                paid[row, tokens[before]] += float(reward)
     return paid, ends
 
 
