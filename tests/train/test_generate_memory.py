@@ -14,6 +14,14 @@ import torch
 
 from agentgym_train.rollout import hf_generate_fn
 
+#: glibc's malloc with a fixed threshold: every block of 128 KiB or more is its own mapping, returned when freed,
+#: so resident memory follows what is alive (not what freed memory the heap kept from earlier).
+MEASURING_ENV = {
+    **os.environ,
+    "OMP_NUM_THREADS": "1",
+    "MALLOC_MMAP_THRESHOLD_": "131072",
+    "MALLOC_TRIM_THRESHOLD_": "0",
+}
 #: A model whose logits dominate memory: a 65,536-token vocabulary over a 32-wide single layer.
 VOCAB, BATCH, TOKENS = 65536, 8, 128
 
@@ -117,7 +125,7 @@ def test_generate_is_not_asked_for_every_steps_logits() -> None:
 _MEASURE = (
     _MODEL
     + """
-import json, resource, sys
+import json, sys
 from agentgym_train.rollout import hf_generate_fn
 from transformers import GenerationConfig
 
@@ -135,29 +143,32 @@ def run(n):
     with torch.no_grad():
         return model.generate(input_ids=torch.tensor(contexts), generation_config=config)
 
+def resident(key):  # kB -> bytes, from /proc/self/status
+    return 1024 * int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith(key)))
+
 kwargs["min_new_tokens"] = 2
-run(2)  # warm up: the allocator's pools and one step's temporaries exist before the baseline
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+run(2)  # warm up: one step's temporaries have been made before the baseline
+open("/proc/self/clear_refs", "w").write("5")  # the peak (VmHWM) restarts from the resident size now
+before = resident("VmRSS:")
 kwargs["min_new_tokens"] = tokens
 out = run(tokens)
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 generated = len(out[0][0]) if mode == "ours" else out.sequences.size(1) - 3
-print(json.dumps({"grew_bytes": (after - before) * 1024, "generated": generated}))
+print(json.dumps({"grew_bytes": resident("VmHWM:") - before, "generated": generated}))
 """
 )
 
 
 def _peak_growth(mode: str) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-c", textwrap.dedent(_MEASURE), mode, str(VOCAB), str(BATCH), str(TOKENS)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=MEASURING_ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss is in KiB on Linux")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the peak from /proc (Linux)")
 def test_peak_memory_grows_with_batch_times_vocabulary_not_with_tokens() -> None:
-    """Each mode runs in a fresh process; its peak resident memory over a 128-token generation is
+    """Each mode runs in a fresh process; its peak resident memory over a 128-token generation (VmHWM, reset
+    just before) is
     compared with every step's float32 logits (8 x 128 x 65,536 x 4 bytes = 256 MiB)."""
     every_step = BATCH * TOKENS * VOCAB * 4
     one_step = BATCH * VOCAB * 4  # 2 MiB
