@@ -14,6 +14,7 @@ averages gradients over processes (`synchronised`: a `ModelCritic` prepared unde
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
@@ -186,7 +187,15 @@ def _like(full: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
 def enable_checkpointing(model: Any, kwargs: dict[str, Any]) -> None:
     """Activation checkpointing on a transformers model as the Trainer turns it on for the policy:
     `kwargs` are `activation_checkpointing_kwargs` (`every_n_layers`, `offload`, the rest for
-    `torch.utils.checkpoint`)."""
+    `torch.utils.checkpoint`). A model without transformers' switch (a hand-made value model) is left
+    alone, with a warning."""
+    if not hasattr(model, "activation_checkpointing_enable"):
+        warnings.warn(
+            f"activation_checkpointing is set but the critic, a {type(model).__name__}, has no "
+            "activation_checkpointing_enable (a transformers model has): it runs without checkpointing",
+            stacklevel=3,
+        )
+        return
     options = dict(kwargs)
     every_n_layers, offload = options.pop("every_n_layers", 1), options.pop("offload", False)
     model.activation_checkpointing_enable(

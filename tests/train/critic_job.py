@@ -65,6 +65,8 @@ def main(model_dir: str, output_dir: str) -> None:
     rank = trainer.accelerator.process_index
     trainer.engine.max_turns = 1 + 2 * rank
     critic = trainer.critic
+    compute_dtypes = set()  # what the critic's decoder layers compute in (FSDP2's mixed precision casts)
+    critic.module.model.layers[0].register_forward_pre_hook(lambda _, a: compute_dtypes.add(str(a[0].dtype)))
     initial = critic.state()  # a snapshot (a collective under FSDP2)
 
     trainer.train()
@@ -113,6 +115,7 @@ def main(model_dir: str, output_dir: str) -> None:
         "value_losses": trainer._metrics["train"]["value/loss"][:1],
         "wrapper": type(critic.model).__name__,
         "synchronised": critic.synchronised,
+        "compute_dtypes": sorted(compute_dtypes),
         "parameters": {
             n: {
                 "shape": list(p.shape),
