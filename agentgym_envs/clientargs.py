@@ -6,7 +6,7 @@ env class declares in its `client_kwargs` class attribute (name -> checker), and
 checker accepts; a program, a path, a URL, a JVM option or a size is never among them. The checkers
 here are plain data with a `check` method, so the server can both enforce and describe them.
 
-Example:
+Examples:
     >>> SubsetOf(("a", "b", "c")).check("levels", ["a", "c"])
     ('a', 'c')
     >>> IntRange(0, 5).check("topk", 9)

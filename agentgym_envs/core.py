@@ -54,7 +54,7 @@ class TextSpace(Space[str]):
     default), which rejects ordinary prose. This space accepts every string; `sample` draws short
     printable strings, which text environments answer as invalid actions.
 
-    Example:
+    Examples:
         >>> space = TextSpace(max_length=32)
         >>> "go to the red ball, then stop!" in space
         True
@@ -340,7 +340,7 @@ def task_rows(env: TextEnv, split: str, limit: int | None = None) -> list[tuple[
 
     Goes through `num_tasks` and `task_at`, so a split is not listed whole to take its first rows.
 
-    Example:
+    Examples:
         >>> import gymnasium as gym
         >>> import agentgym_envs
         >>> task_rows(gym.make("AgentGym/BabyAI-GoToLocal-v0").unwrapped, "test", limit=2)

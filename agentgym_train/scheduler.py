@@ -43,7 +43,7 @@ class MaxTurnScheduler(TrainerCallback, ExportableState):
     `engine.max_turns`, and `after_rollout(done)` after it. `rollouts` (batches done) is saved in
     checkpoints.
 
-    Example:
+    Examples:
         >>> scheduler = MaxTurnScheduler.preset("babyai")
         >>> [scheduler.max_turns_at(batch) for batch in (0, 99, 100, 150, 250)]
         [6, 6, 13, 13, 20]
@@ -123,7 +123,7 @@ class AdaptiveMaxTurnScheduler(MaxTurnScheduler):
     the token budget (`max_completion_length`) is not held back by the horizon, so the turn-limit
     rate is `episode/truncated - episode/budget_truncated` (the former counts both causes).
 
-    Example:
+    Examples:
         >>> s = AdaptiveMaxTurnScheduler([4, 8], min_steps=2, window=2)
         >>> for done, success in enumerate([0.3, 0.3, 0.31, 0.3], start=1):
         ...     s.after_rollout(done)

@@ -32,7 +32,7 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
             first observation, which states the task, always stay). None keeps everything.
         system_prompt: Overrides the scenario's system prompt.
 
-    Example:
+    Examples:
         >>> import gymnasium as gym, agentgym_envs
         >>> env = MultiTurnWrapper(gym.make("AgentGym/BabyAI-GoToRedBallNoDists-v0"), max_turns=3)
         >>> observation, info = env.reset(seed=0)

@@ -83,7 +83,7 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
         value_model: A model returning one value per token (`logits[..., 0]`), prepared as a full critic;
             default: a `AutoModelForTokenClassification` (`num_labels=1`) loaded from the policy's path
             in the policy's dtype.
-        Other arguments: as `MultiTurnGRPOTrainer`.
+        **kwargs: The arguments of `MultiTurnGRPOTrainer`.
     """
 
     _tag_names = ["trl", "ppo", "agentgym", "multi-turn"]
