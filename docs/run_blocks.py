@@ -2,7 +2,7 @@
 
 Pages: `docs/**/*.md` (the written ones; generated pages hold no examples) and `README.md`. Per page,
 the Python blocks run in order in one fresh interpreter (a later block sees the names an earlier one
-made), in a temporary folder; each shell block (`bash`, `sh`, `shell`, `console`) runs with
+made), in a temporary folder, with no standard input; each shell block (`bash`, `sh`, `shell`, `console`) runs with
 `bash -euo pipefail` in that folder, the `agentgym` command of this environment on the PATH. A block
 that must not run here says why in an HTML comment on the line before it:
 
@@ -94,7 +94,9 @@ def run_page(page: Path, page_blocks: list[Block]) -> list[tuple[Block, str, str
 
 def _run(command: list[str], folder: str, env: dict[str, str]) -> tuple[str, str]:
     try:
-        done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+        done = subprocess.run(
+            command, cwd=folder, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT
+        )
     except subprocess.TimeoutExpired:
         return "failed", f"ran past {TIMEOUT} s"
     if done.returncode != 0:
