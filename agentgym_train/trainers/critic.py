@@ -78,7 +78,7 @@ class ModelCritic(torch.nn.Module):
         `every_n_layers` and `offload`), or None for none.
 
         Raises:
-            ValueError: under DeepSpeed, which needs an engine of its own per model.
+            ValueError: under DeepSpeed, which needs an engine of its own per model, or FSDP1.
         """
         if accelerator.distributed_type == DistributedType.DEEPSPEED:
             raise ValueError(
@@ -86,6 +86,11 @@ class ModelCritic(torch.nn.Module):
                 "of its own, which MultiTurnPPOTrainer does not build. Use the FSDP2 config "
                 "(agentgym_train/configs/accelerate/fsdp.yaml), which shards the critic as the policy, or "
                 "critic='lora', whose adapter and head are small enough to replicate"
+            )
+        if accelerator.distributed_type == DistributedType.FSDP and not accelerator.is_fsdp2:
+            raise ValueError(
+                "critic='full' under FSDP needs fsdp_version: 2 (as agentgym_train/configs/accelerate/fsdp.yaml "
+                "sets); FSDP1's flat parameters are not supported for the critic"
             )
         if checkpointing is not None:
             enable_checkpointing(self.module, checkpointing)

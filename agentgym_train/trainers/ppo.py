@@ -15,8 +15,8 @@ A full critic is loaded in the policy's dtype and prepared by the accelerator as
 (`ModelCritic.prepare`): sharded by the FSDP2 plugin, wrapped in DDP (one bucketed all-reduce per
 optimiser step), `bf16`/`fp16` as for the policy, activation checkpointing when
 `activation_checkpointing` is set; its AdamW holds the prepared (sharded) parameters. DeepSpeed would
-need a second engine, so a full critic is refused there (use FSDP2, or `critic="lora"`). A LoRA
-critic is replicated; its gradients are averaged in one flattened all-reduce.
+need a second engine, so a full critic is refused there, as under FSDP1 (use FSDP2, or
+`critic="lora"`). A LoRA critic is replicated; its gradients are averaged in one flattened all-reduce.
 
 Checkpoints hold the critic's full trainable weights and its optimiser's full state in
 `checkpoint-N/critic/` (gathered from the shards; the main process writes them);

@@ -181,7 +181,7 @@ def test_a_full_critic_is_prepared_as_the_policy(toy_model: Path, tmp_path: Path
     trainer = MultiTurnPPOTrainer(model.to(torch.bfloat16), args, processing_class=tokenizer)
     critic = trainer.critic
     assert {p.dtype for p in critic.parameters()} == {torch.bfloat16}
-    assert critic.module.is_gradient_checkpointing and critic.model.training
+    assert critic.module.is_activation_checkpointing and critic.model.training
     assert all(m.p == 0 for m in critic.modules() if isinstance(m, torch.nn.Dropout))
     assert type(trainer.value_optimizer) is torch.optim.AdamW
     held = [p for group in trainer.value_optimizer.param_groups for p in group["params"]]
@@ -197,7 +197,7 @@ def test_a_full_critic_is_prepared_as_the_policy(toy_model: Path, tmp_path: Path
     trainer.engine.close()
 
 
-def test_a_full_critic_is_refused_under_deepspeed(toy_model: Path) -> None:
+def test_a_full_critic_is_refused_under_deepspeed_and_fsdp1(toy_model: Path) -> None:
     from types import SimpleNamespace
 
     from accelerate.utils import DistributedType
@@ -208,6 +208,8 @@ def test_a_full_critic_is_refused_under_deepspeed(toy_model: Path) -> None:
     critic = ModelCritic(AutoModelForTokenClassification.from_pretrained(str(toy_model), num_labels=1))
     with pytest.raises(ValueError, match="DeepSpeed engine"):
         critic.prepare(SimpleNamespace(distributed_type=DistributedType.DEEPSPEED), 1e-3, None)
+    with pytest.raises(ValueError, match="fsdp_version: 2"):
+        critic.prepare(SimpleNamespace(distributed_type=DistributedType.FSDP, is_fsdp2=False), 1e-3, None)
 
 
 def test_replicated_critic_gradients_are_averaged_in_one_reduce_per_dtype() -> None:
