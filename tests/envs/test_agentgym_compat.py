@@ -313,8 +313,8 @@ def test_other_envs_index_every_split_and_wrap(serve) -> None:
 
 
 # ---- idle sessions: at least AgentGym-RL's client timeout; a reaped id says so ------------------
-def test_agentgym_sessions_outlive_the_client_timeout_and_a_reaped_id_says_so(monkeypatch) -> None:
-    app = create_app([GENERIC])  # the default TTL
+def test_agentgym_sessions_outlive_the_client_timeout_and_a_reaped_id_says_so() -> None:
+    app = create_app([GENERIC])  # the default TTLs
     assert compat.COMPAT_TTL >= compat.AGENTGYM_CLIENT_TIMEOUT
     with ServerThread(app) as server, httpx.Client(base_url=server.base_url) as http:
         AgentGymClient(http, "id")
@@ -323,8 +323,8 @@ def test_agentgym_sessions_outlive_the_client_timeout_and_a_reaped_id_says_so(mo
 
     # The two reaps are polled from snapshots of /sessions, so no check can race the reaper; the wide
     # gap between the TTLs leaves many polls in which only the compat session is still open.
-    monkeypatch.setattr(compat.routes, "COMPAT_TTL", 2.0)  # where the routes read it
-    with ServerThread(create_app([GENERIC], ttl=0.2)) as server, httpx.Client(base_url=server.base_url) as http:
+    app = create_app([GENERIC], ttl=0.2, compat_ttl=2.0)
+    with ServerThread(app) as server, httpx.Client(base_url=server.base_url) as http:
         client = AgentGymClient(http, "id")
         own = http.post("/sessions", json={}).json()["session_id"]
         seen_alone, deadline = False, time.monotonic() + 30
@@ -338,4 +338,34 @@ def test_agentgym_sessions_outlive_the_client_timeout_and_a_reaped_id_says_so(mo
         gone = client.post("step", {"action": "end"})["error"]
         assert gone == f"The id {client.env_id} is not valid: it was closed after 2 s idle (reaped); create a new env."
         reply = http.post(f"/sessions/{own}/step", json={"action": "end"})
-        assert reply.status_code == 404 and "was reaped after 0.2 s idle" in reply.json()["detail"]
+        assert reply.status_code == 404 and "was reaped after 0.2 s idle (the server's --ttl)" in reply.json()["detail"]
+
+
+def test_compat_ttl_is_the_operators_even_below_ttl_and_the_429_tells_both() -> None:
+    app = create_app([GENERIC], ttl=600, compat_ttl=0.3, max_sessions=2)
+    with ServerThread(app) as server, httpx.Client(base_url=server.base_url) as http:
+        client = AgentGymClient(http, "id")
+        own = http.post("/sessions", json={}).json()["session_id"]
+        full = http.post("/sessions", json={})
+        assert full.status_code == 429, full.text
+        detail = full.json()["detail"]
+        assert "idle sessions are closed after 600 s idle (--ttl)" in detail, detail
+        assert "those made on AgentGym's /create after 0.3 s idle (--compat-ttl)" in detail, detail
+        assert "the next is due in 0 s" in detail, detail  # the compat session, 0.3 s from now at most
+        deadline = time.monotonic() + 30
+        while len(app.state.manager.sessions) > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(app.state.manager.sessions) == [own]  # the compat one went after 0.3 s; ours stays
+        gone = client.post("step", {"action": "end"})["error"]
+        assert "closed after 0.3 s idle (reaped)" in gone
+        assert http.get(f"/sessions/{own}").status_code == 200
+
+    never = create_app([GENERIC], ttl=0.5, compat_ttl=0, max_sessions=1)
+    with ServerThread(never) as server, httpx.Client(base_url=server.base_url) as http:
+        AgentGymClient(http, "id")
+        time.sleep(1.5)  # three reaper rounds of the 0.5 s TTL
+        (session,) = never.state.manager.sessions.values()
+        assert session.ttl is None
+        detail = http.post("/sessions", json={}).json()["detail"]
+        assert "those made on AgentGym's /create never (--compat-ttl 0)" in detail, detail
+        assert "none of the open ones will be closed for idleness" in detail, detail

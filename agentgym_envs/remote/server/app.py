@@ -51,7 +51,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
 from agentgym_envs.remote import wire
-from agentgym_envs.remote.dialects.agentgym import add_agentgym_routes
+from agentgym_envs.remote.dialects.agentgym import COMPAT_TTL, add_agentgym_routes
 from agentgym_envs.remote.dialects.openenv import OPENENV_PREFIX, add_openenv_routes
 from agentgym_envs.remote.server import protocol as P
 from agentgym_envs.remote.server.front import Front, unexpected_reply, validation_reply
@@ -131,6 +131,7 @@ def create_app(
     token: str | None = None,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     ttl: float | None = DEFAULT_TTL,
+    compat_ttl: float | None = COMPAT_TTL,
     workers: int = DEFAULT_WORKERS,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     env_kwargs: dict[str, dict[str, Any]] | None = None,
@@ -146,6 +147,8 @@ def create_app(
         token: When set, every request must carry `Authorization: Bearer <token>`; an empty one is an error.
         max_sessions: Sessions allowed at once (429 past it).
         ttl: Seconds of idleness after which a session is closed (None or 0: never).
+        compat_ttl: The same for sessions made on AgentGym's routes (`/create`); the default outlasts
+            AgentGym-RL's 2,400 s client timeout (None or 0: never).
         workers: Threads for blocking env calls; each session is pinned to one.
         max_body_bytes: Largest request body (413 past it).
         env_kwargs: The operator's kwargs per served id, applied to every session of that id; a client
@@ -161,7 +164,13 @@ def create_app(
         raise ValueError("the token is empty, which would leave the server unprotected; pass a non-empty token or none")
     policy = KwargsPolicy(env_kwargs, trust_clients=trust_client_kwargs)
     manager = SessionManager(
-        env_ids, max_sessions=max_sessions, ttl=ttl, workers=workers, policy=policy, call_timeout=call_timeout
+        env_ids,
+        max_sessions=max_sessions,
+        ttl=ttl,
+        compat_ttl=compat_ttl,
+        workers=workers,
+        policy=policy,
+        call_timeout=call_timeout,
     )
 
     @asynccontextmanager
@@ -356,6 +365,7 @@ def serve(
     token: str | None = None,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     ttl: float | None = DEFAULT_TTL,
+    compat_ttl: float | None = COMPAT_TTL,
     workers: int = DEFAULT_WORKERS,
     env_kwargs: dict[str, dict[str, Any]] | None = None,
     allowed_hosts: Collection[str] = (),
@@ -381,6 +391,7 @@ def serve(
         token=token,
         max_sessions=max_sessions,
         ttl=ttl,
+        compat_ttl=compat_ttl,
         workers=workers,
         env_kwargs=env_kwargs,
         allowed_hosts=hosts,

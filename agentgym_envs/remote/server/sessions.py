@@ -1,8 +1,9 @@
 """Sessions of a server: one env each, a lock each, a session cap, and an idle-TTL reaper.
 
-Each session has its own idle TTL (the server's, or longer for sessions made on AgentGym's routes,
-whose clients may wait 2,400 s between calls). The manager remembers the ids it reaped (the last
-`REAPED_MEMORY`), so a call on one is answered "reaped after N s idle" rather than "unknown".
+Each session has its own idle TTL: the server's `ttl`, or `compat_ttl` for sessions made on AgentGym's
+routes (whose clients may wait 2,400 s between calls); both are the operator's choice. The manager
+remembers the ids it reaped (the last `REAPED_MEMORY`), so a call on one is answered "reaped after N s
+idle" rather than "unknown".
 
 The manager runs on the server's event loop; env calls go to the `WorkerPool`, always on the
 session's own thread, each within the server's call timeout: a call past it is answered 504 and its
@@ -225,6 +226,7 @@ class SessionManager:
             server does this), except the remote client ids themselves.
         max_sessions: Sessions allowed at once; creating one more is answered 429.
         ttl: Seconds a session may stay idle before the reaper closes it (0 or None: never).
+        compat_ttl: The same for sessions made on AgentGym's routes (`create(..., compat=True)`).
         workers: Threads for blocking env calls.
         call_timeout: Seconds one env call may run (None or 0: no limit); see the module's docstring.
         policy: The operator's kwargs and the check of a client's (default: no operator kwargs, a
@@ -237,6 +239,7 @@ class SessionManager:
         max_sessions: int = 1024,
         ttl: float | None = 600.0,
         workers: int = 16,
+        compat_ttl: float | None = None,
         policy: KwargsPolicy | None = None,
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
     ):
@@ -258,6 +261,7 @@ class SessionManager:
             raise ValueError(f"env kwargs given for ids this server does not serve: {unserved}")
         self.max_sessions = max_sessions
         self.ttl = ttl if ttl and ttl > 0 else None
+        self.compat_ttl = compat_ttl if compat_ttl and compat_ttl > 0 else None
         self.pool = WorkerPool(workers)
         self.call_timeout = call_timeout if call_timeout and call_timeout > 0 else None
         #: Sessions closed because a call ran past the call timeout -> that timeout (oldest first).
@@ -312,20 +316,18 @@ class SessionManager:
         return self._descriptions[env_id]
 
     # ---- lifecycle --------------------------------------------------------------------------------
-    async def create(self, env_id: str, client_kwargs: dict[str, Any], ttl: float | None = None) -> Session:
+    async def create(self, env_id: str, client_kwargs: dict[str, Any], compat: bool = False) -> Session:
         """Make `env_id` with the operator's kwargs and those the client may choose (403/422 before any env is made).
 
-        `ttl` raises this session's idle TTL above the server's (it never lowers it; a server that never
-        reaps keeps every session).
+        `compat`: a session of AgentGym's routes, idle up to `compat_ttl` rather than `ttl`.
         """
         self.check_env_id(env_id)
         kwargs = self.policy.kwargs_for(env_id, client_kwargs)
         if len(self.sessions) + self._pending >= self.max_sessions:
-            idle = f"idle ones are closed after {self.ttl:g} s" if self.ttl else "this server does not reap idle ones"
             raise ApiError(
                 429,
                 f"this server holds its maximum of {self.max_sessions} sessions (--max-sessions); close some "
-                f"(DELETE /sessions/{{id}}) or retry later ({idle})",
+                f"(DELETE /sessions/{{id}}) or retry later ({self._reaping()})",
                 "TooManySessions",
             )
         self._pending += 1
@@ -354,9 +356,27 @@ class SessionManager:
         finally:
             self._pending -= 1
         session = Session(secrets.token_hex(8), env_id, dict(client_kwargs), env, slot, description)
-        session.ttl = None if self.ttl is None else max(self.ttl, ttl or 0.0)
+        session.ttl = self.compat_ttl if compat else self.ttl
         self.sessions[session.id] = session
         return session
+
+    def _reaping(self) -> str:
+        """When idle sessions are closed, in words, with the soonest one due (for the 429)."""
+
+        def after(ttl: float | None, flag: str) -> str:
+            return f"after {ttl:g} s idle ({flag})" if ttl else f"never ({flag} 0)"
+
+        words = (
+            f"idle sessions are closed {after(self.ttl, '--ttl')}, "
+            f"those made on AgentGym's /create {after(self.compat_ttl, '--compat-ttl')}"
+        )
+        now = time.monotonic()
+        due = [s.ttl - (now - s.last_used) for s in self.sessions.values() if s.ttl is not None]
+        if due:
+            words += f"; the next is due in {max(0.0, min(due)):.0f} s"
+        elif self.sessions:
+            words += "; none of the open ones will be closed for idleness"
+        return words
 
     def get(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -365,7 +385,8 @@ class SessionManager:
             if reaped is not None:
                 raise ApiError(
                     404,
-                    f"session {bounded(session_id, 100)!r} was reaped after {reaped:g} s idle (the server's --ttl); "
+                    f"session {bounded(session_id, 100)!r} was reaped after {reaped:g} s idle (the server's "
+                    f"{'--ttl' if reaped == self.ttl else '--compat-ttl'}); "
                     "create a new one with POST /sessions",
                     "SessionNotFound",
                 )
@@ -549,12 +570,12 @@ class SessionManager:
     # ---- the reaper and shutdown -----------------------------------------------------------------
     def start(self) -> None:
         """Start the idle reaper (call on the server's event loop)."""
-        if self.ttl is not None and self._reaper is None:
+        if (self.ttl is not None or self.compat_ttl is not None) and self._reaper is None:
             self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
 
     async def _reap_forever(self) -> None:
-        assert self.ttl is not None
-        interval = min(max(self.ttl / 4, 0.05), 10.0)
+        shortest = min(ttl for ttl in (self.ttl, self.compat_ttl) if ttl is not None)
+        interval = min(max(shortest / 4, 0.05), 10.0)
         while True:
             await asyncio.sleep(interval)
             try:
@@ -564,8 +585,6 @@ class SessionManager:
 
     async def reap(self) -> int:
         """Close every session idle for longer than its TTL; return how many were closed."""
-        if self.ttl is None:
-            return 0
         now = time.monotonic()
         idle = [
             s for s in self.sessions.values() if s.ttl is not None and not s.lock.locked() and now - s.last_used > s.ttl

@@ -28,8 +28,8 @@ SciWorld `{"error": "The task with environment N has finished."}`; TextCraft, Se
 step on (their servers do not check), so they get their usual fields with `done`/`terminated` true,
 reward 0 and an observation that says the episode is over. An unknown or reaped id gets the
 scenario's error reply with a message that says which (AgentGym's `"The id N is not valid."`).
-Sessions made here stay idle up to `COMPAT_TTL` seconds (above AgentGym-RL's 2,400 s client
-timeout) unless the server's own TTL is longer.
+Sessions made here are closed after the operator's `compat_ttl` seconds idle (`--compat-ttl`; default
+`COMPAT_TTL`, above AgentGym-RL's 2,400 s client timeout), not the server's `ttl`.
 
 Every reset here is seeded with `RESET_SEED`, so an index always gives the same observation (the
 distractor recipes TextCraft lists, for one), as AgentGym's TextCraft server, which seeds 42, does.
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
 #: AgentGym-RL's env clients wait this long for a reply (`timeout=2400` in verl/utils/agentgym/client.py).
 AGENTGYM_CLIENT_TIMEOUT = 2400.0
-#: Idle TTL of sessions made on AgentGym's routes: above the client timeout, with room for the turn after it.
+#: Default idle TTL of sessions made on AgentGym's routes: above the client timeout, with room for the turn after it.
 COMPAT_TTL = 3600.0
 
 _DIALECTS: dict[str, type[Dialect]] = {
@@ -129,7 +129,7 @@ class AgentGymRoutes:
         try:
             custom = dialect.custom_task(body)
             kwargs = dialect.create_kwargs(wanted, manager.policy.describe(env_id))
-            session = await manager.create(env_id, kwargs, ttl=COMPAT_TTL)
+            session = await manager.create(env_id, kwargs, compat=True)
         except ApiError as error:
             if error.status not in (403, 422):
                 raise
