@@ -344,8 +344,7 @@ class ModelPolicy:
         """Play `jobs`; write each episode's record as its batch finishes; return the `Episode`s."""
         import torch
 
-        from agentgym_train.rollout import RolloutEngine, Task
-        from agentgym_train.rollout.sampler import CachedSampler
+        from agentgym_train.rollout import RolloutEngine, Task, make_generator
 
         engine = RolloutEngine(
             self.tokenizer,
@@ -355,7 +354,7 @@ class ModelPolicy:
             env_kwargs=env_kwargs,
             chat_template_kwargs=self.chat_template_kwargs,
         )
-        generate = CachedSampler(
+        generate = make_generator(
             self.model, self.tokenizer.pad_token_id, engine.eos_token_ids, temperature=self.temperature
         )
         was_training = self.model.training

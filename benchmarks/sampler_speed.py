@@ -65,8 +65,9 @@ def run_arm(path: str, arm: str, episodes: int, turns: int, turn_tokens: int, th
     """One rollout with one sampler (called in a child process)."""
     import torch
 
-    from agentgym_train.rollout import RolloutEngine, Task, hf_generate_fn
-    from agentgym_train.rollout.sampler import CachedSampler
+    from agentgym_train.rollout import RolloutEngine, Task
+    from agentgym_train.rollout.backends import hf_generate_fn
+    from agentgym_train.rollout.backends.cached import CachedSampler
     from agentgym_train.tiny import load_model
 
     torch.set_num_threads(threads)
@@ -86,9 +87,9 @@ def run_arm(path: str, arm: str, episodes: int, turns: int, turn_tokens: int, th
     if arm == "cached-cat":
         from transformers import DynamicCache
 
-        from agentgym_train.rollout import sampler
+        from agentgym_train.rollout.backends import cached
 
-        sampler.growing_cache = lambda config: DynamicCache(config=config)  # the copying cache
+        cached.growing_cache = lambda config: DynamicCache(config=config)  # the copying cache
     if arm.startswith("cached"):
         generate = CachedSampler(model, pad, never, temperature=1.0)
     else:

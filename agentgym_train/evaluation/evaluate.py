@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 
 from agentgym_train.evaluation.transcripts import END_REASONS, episode_record
-from agentgym_train.rollout import Episode, RolloutEngine, Task
+from agentgym_train.rollout import Episode, RolloutEngine, Task, make_generator
 from agentgym_wrappers import MultiTurnWrapper
 
 Z95 = 1.959964
@@ -219,8 +219,6 @@ def evaluate_model(
     import torch
     from tqdm.auto import tqdm
 
-    from agentgym_train.rollout.sampler import CachedSampler
-
     task_ids, default_turns = _split(env_id, split, num_tasks, env_kwargs)
     limit = max_turns if max_turns is not None else default_turns
     tasks = [Task(env_id, t, split, seed + k) for t in task_ids for k in range(episodes_per_task)]
@@ -233,7 +231,7 @@ def evaluate_model(
         env_kwargs=env_kwargs,
     )
     torch.manual_seed(seed)
-    generate = CachedSampler(model, tokenizer.pad_token_id, engine.eos_token_ids, temperature=temperature)
+    generate = make_generator(model, tokenizer.pad_token_id, engine.eos_token_ids, temperature=temperature)
     was_training = model.training
     model.eval()
     rows: list[dict[str, Any]] = []

@@ -1,32 +1,27 @@
-"""Rollouts: the multi-turn engine and the generation backends behind one interface (`GenerateFn`).
+"""Rollouts: the multi-turn engine and the generation backends behind one interface (`TurnGenerator`).
 
-- `engine`: `RolloutEngine` plays batches of episodes (token-in, token-out, env calls with timeouts).
+- `engine`: `RolloutEngine` plays batches of episodes (token-in, token-out).
+- `calls`: `run_calls`, the env calls with timeouts.
 - `templates`: `ChatRenderer`, how each turn is rendered with the model's chat template.
-- `sampler`: `CachedSampler`, the Hugging Face sampler that keeps each episode's KV cache.
-- `vllm_backend`: `VLLMTurnGenerator`, generation through TRL's vLLM integration.
-- `lockstep`: equal forward passes on every process under sharded training.
+- `stops`: `StopStrings`, where a sampled reply ends, token-exactly.
+- `backends`: the `TurnGenerator` protocol, `make_generator` and the backends (the KV-cached sampler,
+  transformers' `generate`, vLLM, lockstep generation for sharded training).
 """
 
-from agentgym_train.rollout.engine import (
-    EnvTimeoutError,
-    Episode,
-    GenerateFn,
-    RolloutEngine,
-    Task,
-    hf_generate_fn,
-    run_calls,
-    summarize,
-)
+from agentgym_train.rollout.backends import Reply, TurnGenerator, make_generator
+from agentgym_train.rollout.calls import EnvTimeoutError, run_calls
+from agentgym_train.rollout.engine import Episode, RolloutEngine, Task, summarize
 from agentgym_train.rollout.templates import ChatRenderer
 
 __all__ = [
     "ChatRenderer",
     "EnvTimeoutError",
     "Episode",
-    "GenerateFn",
+    "Reply",
     "RolloutEngine",
     "Task",
-    "hf_generate_fn",
+    "TurnGenerator",
+    "make_generator",
     "run_calls",
     "summarize",
 ]

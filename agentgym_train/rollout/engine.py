@@ -1,7 +1,8 @@
 """The multi-turn rollout engine: many episodes at once, token-in and token-out.
 
-Each turn, every live episode generates together (one left-padded batched `generate`), then the env
-steps run concurrently in a thread pool. An episode's tokens are one append-only sequence:
+Each turn, every live episode generates together (one call of a `TurnGenerator` backend,
+`agentgym_train.rollout.backends`), then the env steps run concurrently (`agentgym_train.rollout.calls`).
+An episode's tokens are one append-only sequence:
 
     prompt_ids      the chat template over [system, first observation] with the generation prompt
     completion_ids  reply 1 (as sampled, with its end-of-turn token) | observation 2 rendered as the
@@ -21,18 +22,17 @@ reply is cut there token-exactly and closed with the end-of-turn token, see
 `agentgym_train.rollout.stops`) or `"budget"` (no end token and no stop string: the reply budget
 `max_turn_tokens`, by default each scenario's `default_max_turn_tokens`, cut it).
 
-Faults: each env call runs on a daemon thread with a timeout (`env_timeout`); an env that raises or
-hangs ends its episode (`env_error`, return 0), is dropped and replaced, and the rollout goes on.
+Faults: each env call runs on a daemon thread with a timeout (`env_timeout`, `run_calls`); an env that
+raises or hangs ends its episode (`env_error`, return 0), is dropped and replaced, and the rollout goes on.
 
-Several processes with sharded weights (FSDP, ZeRO-3): a `GenerateFn` with a `sync_live(any_local)`
-method makes the turn loop run while any process has a live episode, calling it with no contexts where
-none is left here, so every process makes the same forward passes (`agentgym_train.rollout.lockstep`).
+Several processes with sharded weights (FSDP, ZeRO-3): a backend with a `sync_live(any_local)` hook
+makes the turn loop run while any process has a live episode, calling it with no contexts where none
+is left here, so every process makes the same forward passes (`agentgym_train.rollout.backends.lockstep`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import logging
 import threading
 import time
@@ -42,17 +42,14 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentgym_train.rollout.backends.protocol import TurnGenerator
+from agentgym_train.rollout.calls import EnvTimeoutError, run_calls
 from agentgym_train.rollout.stops import StopStrings
 from agentgym_train.rollout.templates import ChatRenderer
 from agentgym_wrappers import MultiTurnWrapper
 from agentgym_wrappers.stops import stop_strings_for, turn_tokens_for
 
 logger = logging.getLogger(__name__)
-
-#: (contexts, max_new_tokens) -> per context: (new token ids, their sampler logprobs). A GenerateFn that
-#: takes a `stop` keyword gets, per context, the `StopStrings` its reply should stop at; the engine
-#: cuts every reply at its stop strings either way (a backend that ignores them only samples longer).
-GenerateFn = Callable[[list[list[int]], int], list[tuple[list[int], list[float]]]]
 
 
 @dataclass(frozen=True)
@@ -111,176 +108,6 @@ class Episode:
     def replies_cut(self) -> int:
         """Replies that the reply budget cut (no end token, no stop string)."""
         return self.stopped_by.count("budget")
-
-
-def hf_generate_fn(
-    model: Any,
-    pad_token_id: int,
-    eos_token_ids: Sequence[int],
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int | None = None,
-    batch_size: int | None = None,
-    generation_kwargs: dict[str, Any] | None = None,
-    synced_gpus: bool = False,
-) -> GenerateFn:
-    """A `GenerateFn` over transformers `generate`: left-padded batches, sampled ids and their logprobs.
-
-    Logprobs are taken from the raw logits divided by the temperature (the distribution that TRL's
-    loss recomputes), for the token actually sampled, as each token is drawn: only one step's
-    batch x vocabulary row is held at a time, never every step's (`output_logits` would keep them
-    all, in float32). `synced_gpus`: every process steps until all have finished (sharded weights,
-    see `agentgym_train.rollout.lockstep`). `stop`: per context, the `StopStrings` at which its reply
-    stops (a stopping criterion; the reply ends on the token that completed the stop string, and the
-    engine cuts it token-exactly).
-    """
-    import torch
-    from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
-
-    eos = torch.tensor(list(eos_token_ids))
-    scale = temperature if temperature > 0 else 1.0
-    # generate runs the transformers model itself (a PEFT wrapper hands it to its base model)
-    forward_module = model.get_base_model() if hasattr(model, "get_base_model") else model
-
-    class _Stops(StoppingCriteria):
-        """Each row's own stop strings; remembers how many new tokens a row had when it stopped."""
-
-        def __init__(self, stops: Sequence[StopStrings | None], width: int):
-            self.stops, self.width = stops, width
-            self.ends: dict[int, int] = {}
-
-        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-            done = torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)
-            for row, stop in enumerate(self.stops):
-                if stop and row not in self.ends and stop.completed(input_ids[row, self.width :].tolist()):
-                    self.ends[row] = input_ids.size(1) - self.width
-                done[row] = row in self.ends
-            return done
-
-    class _Logprobs(StoppingCriteria):
-        """Each step's sampled-token logprob, kept as the token is drawn (never stops a row).
-
-        A forward hook takes each forward pass's last-position logits, the raw logits `generate` samples
-        from (its logits processors and warpers come after), as float32 log-probabilities of logits /
-        temperature. `generate` then appends the drawn token to `input_ids` and calls its stopping
-        criteria: this one gathers that token's logprob and drops the row. Steps that `generate` undoes
-        at the end are cut with the sequences.
-        """
-
-        def __init__(self) -> None:
-            self.step: Any = None
-            self.taken: list[Any] = []
-
-        def hook(self, module: Any, args: Any, output: Any) -> None:
-            self.step = torch.log_softmax(output.logits[:, -1].float() / scale, dim=-1)
-
-        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-            self.taken.append(self.step.gather(-1, input_ids[:, -1:].to(self.step.device))[:, 0])
-            self.step = None
-            return torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)
-
-    def generate(
-        contexts: list[list[int]], max_new_tokens: int, stop: Sequence[StopStrings | None] | None = None
-    ) -> list[tuple[list[int], list[float]]]:
-        config = GenerationConfig(
-            **{
-                **(generation_kwargs or {}),
-                "max_new_tokens": max_new_tokens,
-                "do_sample": temperature > 0,
-                "temperature": temperature if temperature > 0 else None,
-                "top_p": top_p if temperature > 0 else None,
-                "top_k": (top_k or None) if temperature > 0 else None,
-                "pad_token_id": pad_token_id,
-                "eos_token_id": list(eos_token_ids),
-                "return_dict_in_generate": True,
-                "disable_compile": True,
-            }
-        )
-        results: list[tuple[list[int], list[float]]] = []
-        step = batch_size or len(contexts)
-        device = next(model.parameters()).device
-        for start in range(0, len(contexts), step):
-            chunk = contexts[start : start + step]
-            width = max(len(c) for c in chunk)
-            input_ids = torch.full((len(chunk), width), pad_token_id, dtype=torch.long)
-            attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, ids in enumerate(chunk):
-                input_ids[row, width - len(ids) :] = torch.tensor(ids)
-                attention_mask[row, width - len(ids) :] = 1
-            stops = _Stops(list(stop[start : start + step]) if stop else [], width)
-            recorder = _Logprobs()
-            criteria = [recorder, stops] if any(stops.stops) else [recorder]
-            handle = forward_module.register_forward_hook(recorder.hook)
-            try:
-                with torch.no_grad():
-                    out = model.generate(
-                        input_ids=input_ids.to(device),
-                        attention_mask=attention_mask.to(device),
-                        generation_config=config,
-                        stopping_criteria=StoppingCriteriaList(criteria),
-                        synced_gpus=synced_gpus,
-                    )
-            finally:
-                handle.remove()
-            new = out.sequences[:, width:].cpu()
-            taken = recorder.taken[: new.size(1)]
-            logps = torch.stack(taken, dim=1).cpu() if taken else torch.zeros(new.shape)
-            is_eos = torch.isin(new, eos)
-            for row in range(len(chunk)):
-                hits = is_eos[row].nonzero()
-                end = int(hits[0]) + 1 if len(hits) else new.size(1)
-                end = min(end, stops.ends.get(row, end))  # after a stop, generate pads (which may be EOS)
-                results.append((new[row, :end].tolist(), logps[row, :end].tolist()))
-        return results
-
-    return generate
-
-
-class EnvTimeoutError(TimeoutError):
-    """An env call (reset or step) ran past the engine's `env_timeout`."""
-
-
-def run_calls(calls: Sequence[Callable[[], Any]], workers: int, timeout: float | None) -> list[Any]:
-    """Run `calls` concurrently, at most `workers` at a time, each with a wall-clock `timeout`.
-
-    Returns, in order, each call's result or the exception it raised (an `EnvTimeoutError` for one
-    that ran past `timeout`). A call that hangs cannot be killed in Python: its thread is abandoned
-    (a daemon, so it never holds up the interpreter's exit) and frees its worker slot, so one hung env
-    never starves the others or a later rollout.
-    """
-    results: list[Any] = [None] * len(calls)
-    finished: dict[int, Any] = {}
-    wake = threading.Condition()
-
-    def body(k: int) -> None:
-        try:
-            out: Any = calls[k]()
-        except Exception as error:  # the env's failure is this call's result
-            out = error
-        with wake:
-            finished[k] = out
-            wake.notify()
-
-    pending = list(range(len(calls)))[::-1]
-    deadlines: dict[int, float] = {}
-    while pending or deadlines:
-        while pending and len(deadlines) < max(1, workers):
-            k = pending.pop()
-            deadlines[k] = time.monotonic() + timeout if timeout is not None else float("inf")
-            threading.Thread(target=body, args=(k,), name=f"agentgym-env-{k}", daemon=True).start()
-        with wake:
-            ready = [k for k in deadlines if k in finished]
-            if not ready:
-                wake.wait(max(0.0, min(deadlines.values()) - time.monotonic()) if timeout is not None else None)
-                ready = [k for k in deadlines if k in finished]
-        for k in ready:
-            results[k] = finished[k]
-            del deadlines[k]
-        now = time.monotonic()
-        for k in [k for k, deadline in deadlines.items() if now >= deadline and k not in finished]:
-            results[k] = EnvTimeoutError(f"the env call took longer than env_timeout={timeout} s; abandoned")
-            del deadlines[k]
-    return results
 
 
 class _Slot:
@@ -394,13 +221,13 @@ class RolloutEngine:
 
     # ---- episodes -----------------------------------------------------------------------------------
     def run(
-        self, tasks: Sequence[Task], generate: GenerateFn, progress: Callable[[int], None] | None = None
+        self, tasks: Sequence[Task], generate: TurnGenerator, progress: Callable[[int], None] | None = None
     ) -> list[Episode]:
         """Play one episode per task; return them in the order of `tasks`.
 
         Args:
             tasks: What to play (repeat a task G times for a GRPO group).
-            generate: The policy (`hf_generate_fn(model, ...)`, or a scripted one in tests).
+            generate: The policy's backend (`make_generator(model, ...)`, or a scripted one in tests).
             progress: Called with the number of episodes that just finished.
         """
         self.timing = {"generation": 0.0, "env": 0.0}
@@ -413,7 +240,7 @@ class RolloutEngine:
                     self._pool.setdefault(slot.env_id, []).append(slot.env)
 
     def _play(
-        self, tasks: Sequence[Task], slots: list[_Slot], generate: GenerateFn, progress: Callable[[int], None] | None
+        self, tasks: Sequence[Task], slots: list[_Slot], generate: TurnGenerator, progress: Callable[[int], None] | None
     ) -> list[Episode]:
         started = time.perf_counter()
         resets = run_calls(
@@ -432,20 +259,16 @@ class RolloutEngine:
                 episodes.append(result)
                 live.append(i)
 
-        # Sharded weights (`agentgym_train.rollout.lockstep`): while any process has a live episode, every process
-        # calls `generate`, with no contexts once its own episodes have all ended.
+        # Sharded weights (`agentgym_train.rollout.backends.lockstep`): while any process has a live episode,
+        # every process calls `generate`, with no contexts once its own episodes have all ended.
         sync_live = getattr(generate, "sync_live", None)
-        takes_stop = _takes_stop(generate)
         # one limit per call for every episode of the run (and so on every process of a sharded run):
         # replies over their own episode's budget are cut to it below
         limit = max([e.max_turn_tokens for e in episodes] + [self.max_turn_tokens or 1])
         while sync_live(bool(live)) if sync_live is not None else live:
             contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in live]
             started = time.perf_counter()
-            if takes_stop:
-                outputs = generate(contexts, limit, stop=[self._stop_strings(episodes[i].stop_strings) for i in live])
-            else:
-                outputs = generate(contexts, limit)
+            outputs = generate(contexts, limit, stop=[self._stop_strings(episodes[i].stop_strings) for i in live])
             self.timing["generation"] += time.perf_counter() - started
             replies = []
             for i, (ids, logps) in zip(live, outputs, strict=True):
@@ -610,15 +433,6 @@ def state_key(env: Any, observation: str) -> str:
 
 def _stop_stats(episode: Episode) -> dict[str, int]:
     return {"stop_string_hits": episode.stop_string_hits, "replies_cut": episode.replies_cut}
-
-
-def _takes_stop(generate: Any) -> bool:
-    """Whether `generate` accepts the `stop` keyword (per context `StopStrings`)."""
-    try:
-        parameters = inspect.signature(generate).parameters.values()
-    except (TypeError, ValueError):  # a callable without a readable signature
-        return False
-    return any(p.name == "stop" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _close_quietly(env: Any) -> None:

@@ -25,10 +25,7 @@ from trl.models.utils import disable_gradient_checkpointing, unwrap_model_for_ge
 
 from agentgym_train import advantages as adv
 from agentgym_train import truncation as trunc
-from agentgym_train.rollout import Episode, RolloutEngine, Task, hf_generate_fn
-from agentgym_train.rollout.lockstep import LockstepGenerator, needs_lockstep
-from agentgym_train.rollout.sampler import CachedSampler
-from agentgym_train.rollout.vllm_backend import VLLMTurnGenerator
+from agentgym_train.rollout import Episode, RolloutEngine, Task, TurnGenerator, make_generator
 from agentgym_train.scheduler import MaxTurnScheduler
 
 
@@ -69,7 +66,7 @@ class MultiTurnGRPOConfig(GRPOConfig):
     sampler: str = field(
         default="cached",
         metadata={
-            "help": "'cached' keeps each episode's KV cache between turns (agentgym_train.rollout.sampler); "
+            "help": "'cached' keeps each episode's KV cache between turns (agentgym_train.rollout.backends.cached); "
             "'generate' calls transformers' generate on the whole history every turn (supports every "
             "generation option, e.g. repetition_penalty and min_p)."
         },
@@ -459,8 +456,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             raise RuntimeError(f"rollout got {len(prompts)} prompts for {len(rows)} dataset rows")
         tasks = [Task(r["env_id"], r["task_id"], r.get("split"), r.get("seed")) for r in rows]
         if self.use_vllm:  # TRL synced the weights to vLLM before calling this; no local copy is gathered
-            generate = VLLMTurnGenerator(self.vllm_generation, self.engine.eos_token_ids, self.accelerator)
-            episodes = self.engine.run(tasks, generate)
+            episodes = self.engine.run(tasks, self._sampler(self.vllm_generation))
         else:
             with (
                 unwrap_model_for_generation(
@@ -473,11 +469,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                 torch.no_grad(),
                 self._dist.summon_full_params(self.model_wrapped, recurse=False),
             ):
-                generate = self._sampler(unwrapped_model)
-                if needs_lockstep(self.accelerator, self.args.ds3_gather_for_generation):
-                    pad, chunk = self._tokenizer.pad_token_id, self.args.generation_chunk_size
-                    generate = LockstepGenerator(generate, self.accelerator, pad, chunk)
-                episodes = self.engine.run(tasks, generate)
+                episodes = self.engine.run(tasks, self._sampler(unwrapped_model))
         self.last_episodes = episodes
         self._log_rollout(episodes)
         dropped = self._failed_groups(episodes)
@@ -507,25 +499,22 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         start = self.accelerator.process_index * len(episodes)
         return [bool(groups[(start + j) // group]) for j in range(len(episodes))]
 
-    def _sampler(self, model: Any) -> Any:
-        """The HF generator; with sharded weights `generate` runs with `synced_gpus` and chunks are split by
-        the `LockstepGenerator` around it."""
-        plain = self.repetition_penalty == 1.0 and not self.min_p
-        lockstep = needs_lockstep(self.accelerator, self.args.ds3_gather_for_generation)
-        if self.args.sampler == "cached" and plain:
-            return CachedSampler(
-                model, self._tokenizer.pad_token_id, self.engine.eos_token_ids, self.temperature, self.top_k, self.top_p
-            )
-        return hf_generate_fn(
-            model,
+    def _sampler(self, policy: Any) -> TurnGenerator:
+        """The rollout's backend over `policy` (the unwrapped model, or TRL's `VLLMGeneration` with vLLM);
+        with sharded weights it generates in lockstep on every process (`make_generator`)."""
+        return make_generator(
+            policy,
             self._tokenizer.pad_token_id,
             self.engine.eos_token_ids,
+            backend="vllm" if self.use_vllm else self.args.sampler,
             temperature=self.temperature,
             top_p=self.top_p,
             top_k=self.top_k,
-            batch_size=None if lockstep else self.args.generation_chunk_size,
-            generation_kwargs={"repetition_penalty": self.repetition_penalty, "min_p": self.min_p},
-            synced_gpus=lockstep,
+            repetition_penalty=self.repetition_penalty,
+            min_p=self.min_p,
+            chunk_size=self.args.generation_chunk_size,
+            accelerator=self.accelerator,
+            ds3_gather_for_generation=self.args.ds3_gather_for_generation,
         )
 
     def _log_importance_sampling(self, output: dict[str, Any]) -> None:

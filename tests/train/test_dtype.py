@@ -9,7 +9,7 @@ import pytest
 import torch
 from train_helpers import grpo_args
 
-from agentgym_train.rollout.sampler import CachedSampler
+from agentgym_train.rollout.backends.cached import CachedSampler
 from agentgym_train.tiny import load_model, training_dtype
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 

@@ -29,9 +29,9 @@ def release_hung_threads() -> Iterator[None]:
 
 
 def replies(tokenizer, text: str = "hello"):
-    """A GenerateFn that answers `text` and EOS in every episode."""
+    """A TurnGenerator that answers `text` and EOS in every episode."""
     ids = [*tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id]
-    return lambda contexts, max_new_tokens: [
+    return lambda contexts, max_new_tokens, stop=None: [
         (ids[:max_new_tokens], [-0.1] * len(ids[:max_new_tokens])) for _ in contexts
     ]
 
@@ -93,7 +93,7 @@ def test_envs_go_back_to_the_pool_when_generation_raises(tiny_babyai: Path) -> N
     _, tokenizer = load_model(tiny_babyai)
     engine = RolloutEngine(tokenizer, max_completion_length=256, max_turn_tokens=8)
 
-    def broken(contexts, max_new_tokens):
+    def broken(contexts, max_new_tokens, stop=None):
         raise RuntimeError("out of memory")
 
     with pytest.raises(RuntimeError, match="out of memory"):
@@ -152,7 +152,7 @@ def test_a_remote_env_whose_server_is_killed_mid_rollout_fails_its_episodes_only
     reply = replies(tokenizer, "Action: turn left")
     turns = {"n": 0}
 
-    def generate(contexts, max_new_tokens):
+    def generate(contexts, max_new_tokens, stop=None):
         turns["n"] += 1
         if turns["n"] == 2:  # the server dies while the model writes its second replies
             served_babyai.kill()

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 
-from agentgym_train.rollout import hf_generate_fn
+from agentgym_train.rollout.backends import hf_generate_fn
 
 #: glibc's malloc with a fixed threshold: every block of 128 KiB or more is its own mapping, returned when freed,
 #: so resident memory follows what is alive (not what freed memory the heap kept from earlier).
@@ -126,7 +126,7 @@ _MEASURE = (
     _MODEL
     + """
 import json, sys
-from agentgym_train.rollout import hf_generate_fn
+from agentgym_train.rollout.backends import hf_generate_fn
 from transformers import GenerationConfig
 
 torch.set_num_threads(1)

@@ -81,7 +81,7 @@ def test_engine_records_each_turns_start_state_and_reward(tiny_babyai: Path) -> 
     _, tokenizer = load_model(tiny_babyai)
     replies = iter(["Action: turn left", "Action: turn right", "Action: turn left"])
 
-    def generate(contexts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
+    def generate(contexts: list[list[int]], max_new_tokens: int, stop=None) -> list[tuple[list[int], list[float]]]:
         ids = tokenizer(next(replies), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         return [(ids, [-0.1] * len(ids)) for _ in contexts]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from transformers.cache_utils import DynamicLayer
 
-from agentgym_train.rollout.growing_cache import GrowingLayer, growing_cache
+from agentgym_train.rollout.backends.growing_cache import GrowingLayer, growing_cache
 
 
 def _columns(batch: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:

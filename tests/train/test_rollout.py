@@ -8,8 +8,9 @@ import pytest
 import torch
 from train_helpers import BABYAI, ENV_KWARGS, grpo_args
 
-from agentgym_train.rollout import ChatRenderer, Episode, RolloutEngine, Task, hf_generate_fn
-from agentgym_train.rollout.sampler import CachedSampler
+from agentgym_train.rollout import ChatRenderer, Episode, RolloutEngine, Task
+from agentgym_train.rollout.backends import hf_generate_fn
+from agentgym_train.rollout.backends.cached import CachedSampler
 from agentgym_train.tiny import load_model
 
 
@@ -26,10 +27,10 @@ def spans(mask: list[int], value: int) -> list[tuple[int, int]]:
 
 
 def scripted(tokenizer, replies: list[str], cut: set[int] = frozenset()):
-    """A GenerateFn replaying `replies` turn by turn (turns in `cut` lose their EOS)."""
+    """A TurnGenerator replaying `replies` turn by turn (turns in `cut` lose their EOS)."""
     turn = {"n": 0}
 
-    def generate(contexts, max_new_tokens):
+    def generate(contexts, max_new_tokens, stop=None):
         text = replies[turn["n"] % len(replies)]
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         if turn["n"] not in cut:

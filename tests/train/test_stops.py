@@ -17,8 +17,9 @@ from test_rollout import check_token_path, spans
 from train_helpers import BABYAI, ENV_KWARGS
 from vllm_standin import StandInVLLM
 
-from agentgym_train.rollout import ChatRenderer, RolloutEngine, Task, hf_generate_fn, summarize
-from agentgym_train.rollout.sampler import CachedSampler
+from agentgym_train.rollout import ChatRenderer, RolloutEngine, Task, summarize
+from agentgym_train.rollout.backends import hf_generate_fn
+from agentgym_train.rollout.backends.cached import CachedSampler
 from agentgym_train.rollout.stops import StopStrings
 from agentgym_train.tiny import load_model
 from agentgym_wrappers import get_parser
@@ -250,7 +251,7 @@ def test_vllm_gets_the_stop_strings_and_the_engine_cuts_the_ids_it_keeps(
     import trl.generation.vllm_generation as generation
     from train_helpers import grpo_args
 
-    from agentgym_train.rollout.vllm_backend import VLLMTurnGenerator
+    from agentgym_train.rollout.backends.vllm import VLLMTurnGenerator
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     monkeypatch.setattr(client, "is_vllm_available", lambda *a, **k: True)

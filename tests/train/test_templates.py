@@ -144,10 +144,10 @@ def test_qwen3_rewrites_history_and_the_turns_follow_the_newest_turn() -> None:
 
 
 def scripted(renderer: ChatRenderer, replies: list[str], ends: list[int | None]):
-    """A GenerateFn replaying `replies` turn by turn, each followed by its end token (None: cut)."""
+    """A TurnGenerator replaying `replies` turn by turn, each followed by its end token (None: cut)."""
     turn = {"n": 0}
 
-    def generate(contexts, max_new_tokens):
+    def generate(contexts, max_new_tokens, stop=None):
         k = turn["n"]
         turn["n"] += 1
         ids = renderer.encode(replies[k]) + ([] if ends[k] is None else [ends[k]])

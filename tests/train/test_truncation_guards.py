@@ -91,7 +91,7 @@ def _scripted(tokenizer: Any) -> Any:
     rambling = tokenizer("I think that " * 10, add_special_tokens=False)["input_ids"]
     assert len(ended) < BUDGET < len(rambling)
 
-    def generate(contexts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
+    def generate(contexts: list[list[int]], max_new_tokens: int, stop=None) -> list[tuple[list[int], list[float]]]:
         replies = [ended if j % 2 == 0 else rambling for j in range(len(contexts))]
         return [(ids[:max_new_tokens], [-0.5] * min(len(ids), max_new_tokens)) for ids in replies]
 

@@ -87,7 +87,7 @@ def _scripted(tokenizer: Any, actions: list[str]) -> Any:
     ]
     turn = iter(range(len(replies)))
 
-    def generate(contexts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
+    def generate(contexts: list[list[int]], max_new_tokens: int, stop=None) -> list[tuple[list[int], list[float]]]:
         ids = replies[next(turn)]
         assert len(ids) <= max_new_tokens
         return [(ids, [-0.5] * len(ids)) for _ in contexts]

@@ -20,7 +20,7 @@ import torch
 from train_helpers import grpo_args
 from vllm_standin import StandInVLLM
 
-from agentgym_train.rollout.vllm_backend import VLLMTurnGenerator
+from agentgym_train.rollout.backends.vllm import VLLMTurnGenerator
 from agentgym_train.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 

@@ -127,8 +127,8 @@ def main(model_dir: str, output_dir: str, mode: str) -> None:
     from train_helpers import grpo_args
     from vllm_standin import StandInVLLM
 
+    from agentgym_train.rollout.backends.vllm import VLLMTurnGenerator
     from agentgym_train.rollout.engine import RolloutEngine, Task
-    from agentgym_train.rollout.vllm_backend import VLLMTurnGenerator
     from agentgym_train.tiny import load_model
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 

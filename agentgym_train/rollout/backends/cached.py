@@ -1,6 +1,6 @@
 """A multi-turn sampler that keeps the KV cache between turns.
 
-`hf_generate_fn` re-reads every episode's whole history at each turn (a fresh `generate` call).
+`hf_generate_fn` (`generate`) re-reads every episode's whole history at each turn (a fresh `generate` call).
 `CachedSampler` remembers what each episode's sequence already fed through the model: at the next
 turn only the new tokens (the last sampled token and the rendered observation) are run, appended
 to the cache. Episodes of one batch grow by different amounts, so the cache gets masked holes; the
@@ -22,10 +22,10 @@ strings. The engine then keeps only the ids before the stop (`agentgym_train.rol
 next context extends only part of what was fed: the cache rolls that row back to the common prefix
 (the dropped columns become holes), and only the rest is fed.
 
-The cache's full-attention layers grow in place (`agentgym_train.rollout.growing_cache`): a decode
+The cache's full-attention layers grow in place (`agentgym_train.rollout.backends.growing_cache`): a decode
 step writes one column instead of copying the whole cache.
 
-Use it as the engine's `GenerateFn` for one `RolloutEngine.run` (or a sequence of runs): a call
+Use it as the engine's `TurnGenerator` for one `RolloutEngine.run` (or a sequence of runs): a call
 whose contexts do not all share a prefix with the previous call's sequences starts over with a fresh
 cache.
 """
@@ -38,7 +38,8 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicLayer
 
-from agentgym_train.rollout.growing_cache import GrowingLayer, growing_cache
+from agentgym_train.rollout.backends.growing_cache import GrowingLayer, growing_cache
+from agentgym_train.rollout.backends.protocol import Reply
 from agentgym_train.rollout.stops import StopStrings
 
 
@@ -69,7 +70,7 @@ class CachedSampler:
         self.top_k = top_k or None
         self.top_p = top_p
         #: Given whether this process still decodes a reply, whether any process does. Sharded training
-        #: sets it to an all-reduce (`agentgym_train.rollout.lockstep`) so every process makes the same decode
+        #: sets it to an all-reduce (`agentgym_train.rollout.backends.lockstep`) so every process makes the same decode
         #: steps; it is called before each decode step's forward pass, never on the last step.
         self.any_live: Callable[[bool], bool] | None = None
         self._reset()
@@ -79,10 +80,10 @@ class CachedSampler:
         self.mask: torch.Tensor | None = None  # (rows, cached columns) 1 = real token
         self.fed: list[list[int]] = []  # per row, the real tokens in the cache, in order
 
-    # ---- the GenerateFn interface -------------------------------------------------------------------
+    # ---- the TurnGenerator interface -------------------------------------------------------------------
     def __call__(
         self, contexts: list[list[int]], max_new_tokens: int, stop: Sequence[StopStrings | None] | None = None
-    ) -> list[tuple[list[int], list[float]]]:
+    ) -> list[Reply]:
         matched = self._match(contexts)
         device = next(self.model.parameters()).device
         if matched is None:
@@ -215,7 +216,7 @@ class CachedSampler:
 
     def _decode(
         self, logits: torch.Tensor, max_new_tokens: int, device: torch.device, stops: list[StopStrings | None]
-    ) -> list[tuple[list[int], list[float]]]:
+    ) -> list[Reply]:
         n = logits.size(0)
         tokens: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
@@ -240,7 +241,7 @@ class CachedSampler:
             for row in live.nonzero()[:, 0].tolist():
                 self.fed[row].append(token_host[row])
             logits = self._forward(feed, live.long()[:, None], device)
-        return list(zip(tokens, logprobs, strict=True))
+        return [Reply(ids, logps) for ids, logps in zip(tokens, logprobs, strict=True)]
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from agentgym_train.rollout.engine import GenerateFn
+from agentgym_train.rollout.backends.protocol import Reply, TurnGenerator
 from agentgym_train.rollout.stops import StopStrings
 
 
@@ -51,7 +51,7 @@ def any_process(accelerator: Any, flag: bool) -> bool:
 
 
 class LockstepGenerator:
-    """A `GenerateFn` whose forward passes match on every process.
+    """A `TurnGenerator` whose forward passes match on every process.
 
     Args:
         generate: A `CachedSampler` (it exposes the `any_live` decode hook), or an `hf_generate_fn`
@@ -61,7 +61,7 @@ class LockstepGenerator:
         chunk_size: Contexts per call of `generate` (None: all at once).
     """
 
-    def __init__(self, generate: GenerateFn, accelerator: Any, pad_token_id: int, chunk_size: int | None = None):
+    def __init__(self, generate: TurnGenerator, accelerator: Any, pad_token_id: int, chunk_size: int | None = None):
         self.generate = generate
         self.accelerator = accelerator
         self.pad_token_id = pad_token_id
@@ -76,7 +76,7 @@ class LockstepGenerator:
 
     def __call__(
         self, contexts: list[list[int]], max_new_tokens: int, stop: Sequence[StopStrings | None] | None = None
-    ) -> list[tuple[list[int], list[float]]]:
+    ) -> list[Reply]:
         # every process decodes to the same limit (scenarios' reply budgets may differ between processes)
         limit = torch.tensor([max_new_tokens], device=self.accelerator.device)
         max_new_tokens = int(self.accelerator.gather(limit).max().item())
@@ -87,7 +87,7 @@ class LockstepGenerator:
             return []
         step = self.chunk_size or max(1, len(contexts))
         chunks = [contexts[start : start + step] for start in range(0, len(contexts), step)]
-        results: list[tuple[list[int], list[float]]] = []
+        results: list[Reply] = []
         k = 0
         while self.sync_live(k < len(chunks)):
             if k < len(chunks):

@@ -3,7 +3,7 @@
 With `use_vllm=True` TRL's `GRPOTrainer` builds a `VLLMGeneration` (colocated engine or a client of
 `trl vllm-serve` / `vllm serve`) and, before each call of the trainer's `rollout_func`, pushes the
 current weights to it (`sync_weights`). `VLLMTurnGenerator` makes that object the rollout engine's
-`GenerateFn`: each turn, the token ids of every live episode (the prompt and every turn so far, as
+`TurnGenerator`: each turn, the token ids of every live episode (the prompt and every turn so far, as
 ids, never re-rendered text) go to `VLLMGeneration.generate`, and the sampled ids and their logprobs
 come back as they were sampled. TRL's importance-sampling correction then compares those logprobs
 with the trainer's (`vllm_importance_sampling_correction`), as in its single-turn GRPO.
@@ -43,15 +43,13 @@ from typing import Any
 
 import torch
 
-from agentgym_train.rollout.lockstep import any_process
+from agentgym_train.rollout.backends.lockstep import any_process
+from agentgym_train.rollout.backends.protocol import Reply
 from agentgym_train.rollout.stops import StopStrings
-
-#: A turn's result: per context, the sampled ids and their logprobs.
-Replies = list[tuple[list[int], list[float]]]
 
 
 class VLLMTurnGenerator:
-    """The rollout engine's `GenerateFn` over a `trl.generation.VLLMGeneration` object.
+    """The rollout engine's `TurnGenerator` over a `trl.generation.VLLMGeneration` object.
 
     Args:
         vllm_generation: TRL's `VLLMGeneration` (the trainer's `vllm_generation` attribute).
@@ -86,7 +84,7 @@ class VLLMTurnGenerator:
 
     def __call__(
         self, contexts: list[list[int]], max_new_tokens: int, stop: Sequence[StopStrings | None] | None = None
-    ) -> Replies:
+    ) -> list[Reply]:
         given = dict(self.vllm.generation_kwargs or {}).get("stop") or []
         given = {given} if isinstance(given, str) else set(given)
         mine: dict[tuple[str, ...], list[int]] = {}  # this rank's contexts per stop set
@@ -94,7 +92,7 @@ class VLLMTurnGenerator:
             strings = stop[i].strings if stop and stop[i] else ()
             mine.setdefault(tuple(sorted(given.union(strings))), []).append(i)
         counts, max_new_tokens = self._agree({key: len(rows) for key, rows in mine.items()}, max_new_tokens)
-        results: list[tuple[list[int], list[float]] | None] = [None] * len(contexts)
+        results: list[Reply | None] = [None] * len(contexts)
         for key, count in counts:  # the same calls in the same order on every rank of the group
             rows = mine.get(key, [])
             batch = [list(contexts[i]) for i in rows] + [[self.eos_token_ids[0]]] * (count - len(rows))
@@ -116,7 +114,7 @@ class VLLMTurnGenerator:
         agreed = [(key, max(rank_counts.get(key, 0) for rank_counts, _ in everyone)) for key in keys]
         return agreed, max(limit for _, limit in everyone)
 
-    def _generate(self, prompts: list[list[int]], max_new_tokens: int, strings: tuple[str, ...]) -> Replies:
+    def _generate(self, prompts: list[list[int]], max_new_tokens: int, strings: tuple[str, ...]) -> list[Reply]:
         """One `VLLMGeneration.generate` call with these stop strings; each reply cut after its end token."""
         vllm = self.vllm
         saved = vllm.max_completion_length, vllm.generation_kwargs
@@ -145,7 +143,7 @@ class VLLMTurnGenerator:
             ids = [int(t) for t in ids]
             end = next((i + 1 for i, t in enumerate(ids) if t in self.eos_token_ids), len(ids))
             picked = zip(ids[:end], logps[:end], candidates[:end], strict=True)
-            results.append((ids[:end], [_sampled_logprob(t, lp, c) for t, lp, c in picked]))
+            results.append(Reply(ids[:end], [_sampled_logprob(t, lp, c) for t, lp, c in picked]))
         return results
 
 
