@@ -26,7 +26,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentgym_wrappers import MultiTurnWrapper
+from agentgym_wrappers import MultiTurnWrapper, action_reply
 
 #: (task_id, sample): one episode of a collection.
 Job = tuple[str, int]
@@ -142,11 +142,10 @@ class _Writer:
 def expert_actor(env: MultiTurnWrapper, rng: random.Random) -> Callable[[str, dict[str, Any]], str]:
     """The scenario's scripted expert; its action becomes a reply the scenario's parser reads back."""
     expert = env.unwrapped.make_expert()
-    as_line = env.unwrapped.action_format in ("action_line", "fenced_or_action_line")
+    action_format = env.unwrapped.action_format
 
     def act(observation: str, info: dict[str, Any]) -> str:
-        action = expert.act(observation, info)
-        return f"Action: {action}" if as_line else action
+        return action_reply(expert.act(observation, info), action_format)
 
     return act
 
@@ -155,11 +154,11 @@ def random_actor(actions: Sequence[str] | None = None) -> Actor:
     """Uniform choices from `actions` (default: the env's `available_actions`), seeded per episode."""
 
     def start(env: MultiTurnWrapper, rng: random.Random) -> Callable[[str, dict[str, Any]], str]:
-        as_line = env.unwrapped.action_format in ("action_line", "fenced_or_action_line")
+        action_format = env.unwrapped.action_format
 
         def act(observation: str, info: dict[str, Any]) -> str:
             choice = rng.choice(list(actions or info.get("available_actions") or ["?"]))
-            return f"Action: {choice}" if as_line else choice
+            return action_reply(choice, action_format)
 
         return act
 

@@ -13,6 +13,12 @@ format) when the reply holds no action. Scenarios name theirs in `action_format`
     'go to red ball 1'
     >>> get_parser("fenced_or_action_line")("Action: stop [42]")
     'stop [42]'
+
+Their inverse, `action_reply(action, action_format)`, writes an action (an expert's, a random
+choice) as the reply that the format's parser reads back, as a model would write it:
+
+    >>> action_reply("move forward", "action_line")
+    'Action: move forward'
 """
 
 from __future__ import annotations
@@ -177,9 +183,31 @@ PARSERS: dict[str, Parser] = {
 }
 
 
-def register_parser(name: str, parser: Parser) -> None:
-    """Make `parser` available under `name` (for a scenario's `action_format`)."""
+#: Per format, the parser's inverse: action -> a reply that the parser reads back as that action.
+REPLIES: dict[str, Callable[[str], str]] = {
+    "action_line": lambda action: f"Action: {action}",
+    "tags": lambda action: action,  # a tag format's action holds its tags (`<search> ... </search>`)
+    "fenced": lambda action: f"```\n{action}\n```",
+    "json": lambda action: json.dumps({"name": action, "arguments": {}}),
+    "fenced_or_action_line": lambda action: f"Action: {action}",
+}
+
+
+def register_parser(name: str, parser: Parser, reply: Callable[[str], str] | None = None) -> None:
+    """Make `parser` available under `name` (for a scenario's `action_format`), with its inverse `reply`
+    (action -> reply, `action_reply`) where given."""
     PARSERS[name] = parser
+    if reply is not None:
+        REPLIES[name] = reply
+
+
+def action_reply(action: str, action_format: str) -> str:
+    """The reply that `action_format`'s parser reads back as `action` (the parsers' inverse, `REPLIES`).
+
+    A format registered without an inverse gets the action as it is.
+    """
+    inverse = REPLIES.get(action_format)
+    return inverse(action) if inverse is not None else action
 
 
 def get_parser(parser: str | Parser) -> Parser:

@@ -41,7 +41,7 @@ def gem_env_class() -> type:
     """The `gem.Env` subclass that wraps a scenario (made on first use, when `gem` is imported)."""
     from gem.core import Env
 
-    from agentgym_wrappers import MultiTurnWrapper
+    from agentgym_wrappers import MultiTurnWrapper, action_reply
 
     class AgentGymGemEnv(Env):
         """A registered AgentGym id as a GEM env (see the module docstring).
@@ -110,7 +110,7 @@ def gem_env_class() -> type:
             return self._as_reply(self._expert.act(self._observation, self._info))
 
         def _as_reply(self, action: str) -> str:
-            return action if self.env.unwrapped.action_format == "tags" else f"Action: {action}"
+            return action_reply(action, self.env.unwrapped.action_format)
 
         def spawn(self, same_state: bool = False, **kwargs: Any) -> Any:
             if same_state:

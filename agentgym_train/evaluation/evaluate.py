@@ -22,7 +22,7 @@ import gymnasium as gym
 
 from agentgym_train.evaluation.transcripts import END_REASONS, episode_record
 from agentgym_train.rollout import Episode, RolloutEngine, Task, make_generator
-from agentgym_wrappers import MultiTurnWrapper
+from agentgym_wrappers import MultiTurnWrapper, action_reply
 
 Z95 = 1.959964
 
@@ -311,12 +311,12 @@ def _play_policy(
 ) -> EvalResult:
     """Play every episode with `act(observation, info, env) -> action text` (None: give up) in one env.
 
-    The action becomes the reply the scenario's parser reads (`Action: ...` for action-line formats).
+    The action becomes the reply the scenario's parser reads (`action_reply`: `Action: ...` for action-line formats).
     """
     import agentgym_envs  # noqa: F401
 
     env = MultiTurnWrapper(gym.make(env_id, **(env_kwargs or {})), max_turns=max_turns)
-    parse_line = env.unwrapped.action_format in ("action_line", "fenced_or_action_line")
+    action_format = env.unwrapped.action_format
     rows = []
     try:
         for task_id in split_tasks(env_id, split, num_tasks, env_kwargs):
@@ -329,7 +329,7 @@ def _play_policy(
                         gave_up = True
                         info = {**info, "episode": _unfinished_stats(env)}
                         break
-                    reply = f"Action: {action}" if parse_line else action
+                    reply = action_reply(action, action_format)
                     observation, _, terminated, truncated, info = env.step(reply)
                     if terminated or truncated:
                         break

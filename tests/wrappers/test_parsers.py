@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from agentgym_wrappers import ParseError, first_of, get_parser, register_parser
+from agentgym_wrappers import PARSERS, REPLIES, ParseError, action_reply, first_of, get_parser, register_parser
 from agentgym_wrappers.parsers import _tool_call_text, parse_action_line, parse_fenced, parse_json_tool, parse_tags
 
 
@@ -168,3 +168,32 @@ def test_same_answers_as_the_pre_fix_regexes(kind: str) -> None:
         assert _outcome(new, reply) == expected, reply
         answered += expected is not ParseError
     assert answered > 1000  # the replies exercise the parsers, not only their failure
+
+
+@pytest.mark.parametrize("action_format", ["action_line", "tags", "fenced", "json", "fenced_or_action_line"])
+@pytest.mark.parametrize("action", ["go to red ball 1", "<search> capital of Peru </search>", "click [12]"])
+def test_action_reply_is_read_back_as_the_action(action_format: str, action: str) -> None:
+    if action_format == "tags" and not action.startswith("<"):
+        action = f"<answer> {action} </answer>"  # a tag format's actions hold their tags
+    assert get_parser(action_format)(action_reply(action, action_format)) == action
+
+
+def test_action_reply_writes_each_format_as_a_model_would() -> None:
+    assert action_reply("turn left", "action_line") == "Action: turn left"
+    assert action_reply("stop [42]", "fenced_or_action_line") == "Action: stop [42]"
+    assert action_reply("<answer> Lima </answer>", "tags") == "<answer> Lima </answer>"
+    assert action_reply("click [12]", "fenced") == "```\nclick [12]\n```"
+    assert action_reply("look", "json") == '{"name": "look", "arguments": {}}'
+
+
+def test_a_registered_format_has_its_own_inverse_and_one_without_gets_the_action() -> None:
+    register_parser("shout_test", lambda reply: reply.removeprefix("DO ").lower(), reply=lambda a: f"DO {a.upper()}")
+    register_parser("bare_test", lambda reply: reply)
+    try:
+        assert action_reply("jump", "shout_test") == "DO JUMP"
+        assert get_parser("shout_test")(action_reply("jump", "shout_test")) == "jump"
+        assert action_reply("jump", "bare_test") == "jump"
+    finally:
+        for name in ("shout_test", "bare_test"):
+            PARSERS.pop(name, None)
+            REPLIES.pop(name, None)
