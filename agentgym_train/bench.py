@@ -14,7 +14,6 @@ Each benchmark runs in its own process (they pin cores, start JVMs and browsers)
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -102,48 +101,58 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`agentgym bench`'s options."""
-    parser.add_argument("names", nargs="*", metavar="NAME", help="benchmarks to run, e.g. babyai remote (default: all)")
-    parser.add_argument("--quick", action="store_true", help="short settings: a smoke run, not a measurement")
-    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the benchmarks folder (default: %(default)s)")
-    parser.add_argument("--results", type=Path, default=None, help="where the JSON goes (default: DIR/results)")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds allowed per benchmark (default: none)")
-    parser.add_argument("--list", action="store_true", help="list the speed benchmarks and exit")
+def run_benchmarks(
+    directory: Path,
+    names: list[str],
+    *,
+    quick: bool = False,
+    results_dir: Path | None = None,
+    timeout: float | None = None,
+    list_only: bool = False,
+) -> int:
+    """Run the benchmarks `names` (all when empty) of `directory` one after another and print the table.
 
+    Args:
+        directory: The benchmarks folder.
+        names: Benchmarks to run, e.g. `["babyai", "remote"]`; empty: all.
+        quick: Short settings (a smoke run); results go under `<results_dir>/quick/`.
+        results_dir: Where the JSON goes (default: `directory/results`).
+        timeout: Seconds allowed per benchmark (None: no limit).
+        list_only: Print the names of the speed benchmarks and run none.
 
-def run(args: argparse.Namespace) -> int:
-    """Run the selected benchmarks one after another; exit 1 when one failed or wrote no summary."""
-    if not args.dir.is_dir():
+    Returns:
+        The exit code: 0, 1 when one failed or wrote no summary, 2 for no folder or an unknown name.
+    """
+    if not directory.is_dir():
         print(
-            f"no benchmarks folder at {args.dir}: `agentgym bench` runs from a source checkout "
+            f"no benchmarks folder at {directory}: `agentgym bench` runs from a source checkout "
             "(pip install -e .), or pass --dir",
             file=sys.stderr,
         )
         return 2
-    available = discover(args.dir)
-    if args.list:
+    available = discover(directory)
+    if list_only:
         print("\n".join(available))
         return 0
     try:
-        chosen = select(available, args.names)
+        chosen = select(available, names)
     except ValueError as error:
         print(error, file=sys.stderr)
         return 2
-    results_dir = args.results or args.dir / "results"
-    if args.quick:
+    results_dir = results_dir or directory / "results"
+    if quick:
         results_dir = results_dir / "quick"
     results_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = {}
     for i, (name, path) in enumerate(chosen.items(), 1):
         print(f"[{i}/{len(chosen)}] {name} ...", end=" ", flush=True)
         log = results_dir / f"{path.stem}.log"
-        entry = run_one(path, results_dir / f"{path.stem}.json", log, args.quick, args.timeout)
+        entry = run_one(path, results_dir / f"{path.stem}.json", log, quick, timeout)
         results[name] = entry
         print(f"{entry['seconds']:.0f} s" + (f", FAILED ({entry['error']}; see {log})" if "error" in entry else ""))
     print()
     print(table(results))
     summary = results_dir / "summary.json"
-    summary.write_text(json.dumps({"quick": args.quick, "benchmarks": results}, indent=2) + "\n")
+    summary.write_text(json.dumps({"quick": quick, "benchmarks": results}, indent=2) + "\n")
     print(f"\nratio: times better than the baseline (> 1: faster or smaller); wrote {summary}")
     return 1 if any("error" in entry for entry in results.values()) else 0

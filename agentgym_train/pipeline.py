@@ -21,11 +21,11 @@ from typing import Any
 from tqdm.auto import tqdm
 from transformers.trainer_callback import ProgressCallback
 
-from agentgym_train.commands import DEFAULT_CONFIG, resume_target
+from agentgym_train.config_files import DEFAULT_CONFIG
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
-__all__ = ["ALGORITHMS", "DEFAULT_CONFIG", "PipelineConfig", "load_configs", "run"]
+__all__ = ["ALGORITHMS", "DEFAULT_CONFIG", "PipelineConfig", "load_configs", "resume_target", "run"]
 
 ALGORITHMS = {"grpo": MultiTurnGRPOTrainer, "ppo": MultiTurnPPOTrainer}
 #: Methods that train without online RL after the SFT stage (`agentgym_train.auxiliary`); `sft` stops after it.
@@ -105,6 +105,26 @@ def load_configs(path: str | Path, overrides: list[str] | None = None) -> tuple[
     parser = TrlParser((PipelineConfig, MultiTurnPPOConfig))
     pipeline, trainer_args = parser.parse_args_and_config(args=["--config", str(path), *(overrides or [])])
     return pipeline, trainer_args
+
+
+def resume_target(value: str | None, output_dir: str) -> str | None:
+    """The checkpoint folder to resume from: None (no resume), a checkpoint-N folder, or for `true` the
+    last checkpoint in `output_dir`."""
+    if value is None or value.lower() in ("", "false", "none"):
+        return None
+    if value.lower() == "true":
+        from transformers.trainer_utils import get_last_checkpoint
+
+        last = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+        if last is None:
+            raise ValueError(f"resume_from_checkpoint: no checkpoint-N folder in output_dir {output_dir!r} to resume")
+        return last
+    if not (Path(value) / "trainer_state.json").is_file():
+        raise ValueError(
+            f"resume_from_checkpoint: {value!r} is no checkpoint (no trainer_state.json); give a checkpoint-N "
+            "folder, or true for the last one in output_dir"
+        )
+    return value
 
 
 def _plot(log_history: list[dict[str, Any]], path: Path, algorithm: str) -> None:

@@ -474,33 +474,3 @@ def _read_config(config: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ValueError(f"no config file {str(config)!r} and no packaged config of that name")
     return yaml.safe_load(path.read_text()) or {}
-
-
-def add_arguments(parser: Any) -> None:
-    """The `agentgym plan` options."""
-    parser.add_argument("config", help="training YAML or packaged config name (e.g. paper/babyai)")
-    parser.add_argument("--gpus", type=int, required=True, help="processes, one per GPU")
-    parser.add_argument("--gpu-memory", type=float, required=True, metavar="GIB", help="each GPU's memory in GiB")
-    parser.add_argument(
-        "--accelerate",
-        default=None,
-        help="accelerate config (file, or ddp / fsdp / zero2 / zero3 from agentgym_train/configs/accelerate); "
-        "default: plain data parallelism",
-    )
-    parser.add_argument(
-        "--prompt-tokens", type=int, default=1024, help="an episode's prompt length (TRL does not bound it)"
-    )
-    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
-
-
-def run(args: Any) -> int:
-    """`agentgym plan`: print the table (or JSON); exit status 0 if it fits, 1 if not, 2 on a bad input."""
-    import sys
-
-    try:
-        result = plan(args.config, args.gpus, args.gpu_memory, args.accelerate, args.prompt_tokens)
-    except ValueError as error:
-        print(f"agentgym plan: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(result.to_dict(), indent=2) if args.json else result.table())
-    return 0 if result.fits else 1

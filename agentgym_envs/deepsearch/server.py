@@ -10,17 +10,14 @@ trainer sends one on every turn where no rollout searched), and a request of tho
 (its training script sends 512 prompts x 5 rollouts = 2,560) is answered, searched `CHUNK_QUERIES` at
 a time so that a dense retriever's batches stay bounded. Requests of more than `MAX_QUERIES`
 queries, or a query longer than `MAX_QUERY_CHARS`, are answered with HTTP 422 and the reason, as
-other bad requests are. Run it with `agentgym retrieval-server`
-(or `python -m agentgym_envs.deepsearch.server`); point envs at it with
+other bad requests are. Run it with `agentgym retrieval-server`; point envs at it with
 `gym.make("AgentGym/DeepSearch-v0", retriever="remote", retriever_url="http://127.0.0.1:8000")`.
 Needs the `[server]` extra (fastapi, uvicorn); imported lazily so the CLI works without it.
 """
 
 from __future__ import annotations
 
-import argparse
 import socket
-import sys
 import threading
 import time
 from typing import Any
@@ -111,59 +108,3 @@ class RetrievalServerThread:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `agentgym retrieval-server` (shared with `python -m ...server`)."""
-    parser.add_argument("--corpus", default="synthetic", help="'synthetic' (default) or a wiki-18 style JSONL file")
-    parser.add_argument("--num-docs", type=int, default=20_000, help="size of the synthetic corpus")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus")
-    parser.add_argument("--retriever", choices=("bm25", "dense"), default="bm25")
-    parser.add_argument("--model", default=None, help="local sentence-transformers model directory (dense)")
-    parser.add_argument("--query-prefix", default="", help="text put before each query (dense; e5: 'query: ')")
-    parser.add_argument("--passage-prefix", default="", help="text put before each passage (dense; e5: 'passage: ')")
-    parser.add_argument("--topk", type=int, default=3, help="passages per query when a request gives no topk")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--cache-dir", default=None, help="where corpora and indexes are cached")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Build or load the retriever named by `args` and serve it until interrupted."""
-    try:
-        import uvicorn
-    except ImportError:
-        print("the retrieval server needs the [server] extra: pip install 'agentgym-rl[server]'", file=sys.stderr)
-        return 2
-    from agentgym_envs.deepsearch.retrieval import open_local_retriever
-
-    try:
-        retriever = open_local_retriever(
-            args.retriever,
-            corpus=args.corpus,
-            num_docs=args.num_docs,
-            seed=args.seed,
-            dense_model=args.model,
-            query_prefix=args.query_prefix,
-            passage_prefix=args.passage_prefix,
-            cache_dir=args.cache_dir,
-        )
-    except (FileNotFoundError, ValueError, ImportError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(
-        f"serving {len(retriever):,} documents ({args.retriever}) at http://{args.host}:{args.port}/retrieve",
-        flush=True,
-    )
-    uvicorn.run(create_app(retriever, args.topk), host=args.host, port=args.port, log_level="warning")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="agentgym retrieval-server", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,8 @@
-"""`agentgym train` and `agentgym eval`. Importing this module is light: torch, transformers and TRL
-are imported only when a command runs, so `agentgym list/play` work without the [train] extra."""
+"""`agentgym eval` (a policy over a split: Avg@k, Pass@K, success against max turns, per category) and
+`agentgym report` (one static HTML page from eval and train results).
+
+Importing this module is light: torch and transformers are imported only when a model is evaluated.
+"""
 
 from __future__ import annotations
 
@@ -10,82 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-#: The CPU demo's config, what `agentgym train` runs without arguments.
-DEFAULT_CONFIG = Path(__file__).parent / "configs" / "babyai_demo.yaml"
-_NEEDS_TRAIN = "agentgym {} needs the training extra ({}): pip install 'agentgym-rl[train]'"
-
-
-def add_subcommands(sub: Any) -> None:
-    """Register `train` and `eval` on the `agentgym` parser's subparsers."""
-    p = sub.add_parser(
-        "train",
-        help="SFT + multi-turn GRPO + evaluation from a TRL-style YAML config ([train] extra)",
-        description="Run a training config: a YAML file, or the name of a packaged one "
-        f"({', '.join(packaged_configs())}). Without CONFIG: the CPU demo (tiny model, BabyAI). "
-        "Any key can be overridden after CONFIG: agentgym train babyai_demo --max_steps 10. "
-        "--resume_from_checkpoint [PATH|true] continues a run from a checkpoint (true or no value: the last "
-        "checkpoint-N in output_dir): model, optimiser, LR scheduler, max-turn schedule, critic, data order.",
-    )
-    p.add_argument("config", nargs="?", default=DEFAULT_CONFIG.stem, help="YAML file or packaged config name")
-    p.add_argument("overrides", nargs=argparse.REMAINDER, help="--key value pairs that override the config")
-    p.set_defaults(func=cmd_train)
-
-    p = sub.add_parser(
-        "eval", help="success / return / turns of a model, an OpenAI-compatible endpoint or a random policy on a split"
-    )
-    p.add_argument(
-        "model",
-        help="model path or hub id; with --base-url the endpoint's model name; 'random': a random policy; "
-        "'expert': the scenario's scripted expert",
-    )
-    p.add_argument("env_id")
-    p.add_argument("--split", default="test")
-    p.add_argument("--tasks", type=int, default=100, help="first N tasks of the split (0: all)")
-    p.add_argument("--episodes-per-task", "-k", type=int, default=1, help="k of Avg@k / Pass@k")
-    p.add_argument(
-        "--max-turns",
-        type=int_list,
-        default=None,
-        help="turn limit (default: the env's); a comma list (2,4,6,8,10) plays the same tasks and seeds at "
-        "each and draws success against max turns",
-    )
-    p.add_argument(
-        "--pass-at",
-        type=int_list,
-        default=None,
-        metavar="K,K,...",
-        help="the Ks of Pass@K, each <= k, estimated without bias from the k episodes per task "
-        "(default with k > 1: the powers of two below k, and k)",
-    )
-    p.add_argument("--max-turn-tokens", type=int, help="most tokens per reply (default: the scenario's)")
-    p.add_argument("--max-completion-length", type=int, default=4096)
-    p.add_argument("--temperature", type=float, default=1.0, help="0: greedy")
-    p.add_argument(
-        "--env-kwargs", default=None, help="JSON keyword arguments for gym.make, e.g. '{\"show_actions\": false}'"
-    )
-    p.add_argument("--actions", default=None, help="comma-separated action set of the random policy")
-    p.add_argument("--base-url", default=None, help="an OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--api-key", default=None, help="bearer token for --base-url (default: $OPENAI_API_KEY)")
-    p.add_argument("--max-tokens", type=int, help="most tokens per reply from --base-url (default: the scenario's)")
-    p.add_argument("--workers", type=int, default=8, help="episodes played at once against --base-url")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--json", default=None, help="also write the results here, with every episode's transcript (agentgym report)"
-    )
-    p.add_argument("--transcripts", type=int, default=0, metavar="N", help="print the first N episodes' transcripts")
-    p.add_argument(
-        "--by",
-        default="category",
-        choices=["category", "kind"],
-        help="group the table and curves by category (default) or by kind (WebArena's task kind)",
-    )
-    p.add_argument(
-        "--figures",
-        default=None,
-        metavar="DIR",
-        help="write the PNG curves (success against max turns, Pass@K against K) here (default: next to --json)",
-    )
-    p.set_defaults(func=cmd_eval)
+from agentgym_train.cli.base import Command
+from agentgym_train.cli.train import NEEDS_TRAIN
+from agentgym_train.evaluation import report
 
 
 def int_list(text: str) -> list[int]:
@@ -97,129 +27,6 @@ def int_list(text: str) -> list[int]:
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of positive integers, e.g. 2,4,6")
     return sorted(set(values))
-
-
-def packaged_configs() -> list[str]:
-    """Names of the configs that ship with the package (`agentgym train NAME`)."""
-    return sorted(p.stem for p in DEFAULT_CONFIG.parent.glob("*.yaml"))
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    try:
-        from agentgym_train.pipeline import load_configs, run
-    except ImportError as error:
-        print(_NEEDS_TRAIN.format("train", error), file=sys.stderr)
-        return 1
-    path = Path(args.config)
-    if not path.is_file():
-        path = DEFAULT_CONFIG.parent / f"{args.config}.yaml"
-    if not path.is_file():
-        print(
-            f"no config file {args.config!r} and no packaged config of that name: {packaged_configs()}", file=sys.stderr
-        )
-        return 2
-    try:
-        pipeline, trainer_args = load_configs(path, resume_flag(args.overrides))
-        resume_target(trainer_args.resume_from_checkpoint, trainer_args.output_dir)
-    except ValueError as error:  # a bad value in the config or an override
-        print(f"{path}: {error}", file=sys.stderr)
-        return 2
-    run(pipeline, trainer_args)
-    return 0
-
-
-def resume_flag(overrides: list[str]) -> list[str]:
-    """`--resume_from_checkpoint` given without a value means `true`."""
-    out = list(overrides)
-    for i, item in enumerate(out):
-        if item == "--resume_from_checkpoint" and (i + 1 == len(out) or out[i + 1].startswith("--")):
-            out.insert(i + 1, "true")
-    return out
-
-
-def resume_target(value: str | None, output_dir: str) -> str | None:
-    """The checkpoint folder to resume from: None (no resume), a checkpoint-N folder, or for `true` the
-    last checkpoint in `output_dir`."""
-    if value is None or value.lower() in ("", "false", "none"):
-        return None
-    if value.lower() == "true":
-        from transformers.trainer_utils import get_last_checkpoint
-
-        last = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
-        if last is None:
-            raise ValueError(f"resume_from_checkpoint: no checkpoint-N folder in output_dir {output_dir!r} to resume")
-        return last
-    if not (Path(value) / "trainer_state.json").is_file():
-        raise ValueError(
-            f"resume_from_checkpoint: {value!r} is no checkpoint (no trainer_state.json); give a checkpoint-N "
-            "folder, or true for the last one in output_dir"
-        )
-    return value
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    k = args.episodes_per_task
-    if args.pass_at and max(args.pass_at) > k:
-        print(
-            f"--pass-at {max(args.pass_at)}: Pass@K needs K <= the episodes per task (-k {k}); "
-            f"give -k {max(args.pass_at)} or Ks up to {k}",
-            file=sys.stderr,
-        )
-        return 2
-    import gymnasium as gym
-
-    import agentgym_envs  # noqa: F401
-
-    if args.env_id not in gym.registry:
-        print(f"unknown env id {args.env_id!r}; run `agentgym list`", file=sys.stderr)
-        return 2
-    evaluate = _policy(args)
-    if isinstance(evaluate, int):
-        return evaluate
-    from agentgym_train.evaluation import curves
-    from agentgym_train.evaluation.endpoint import EndpointError
-
-    horizons = args.max_turns or [None]
-    try:
-        results = [evaluate(horizons[0])] if len(horizons) == 1 else curves.sweep_horizons(evaluate, horizons)
-    except EndpointError as error:
-        print(error, file=sys.stderr)
-        return 1
-    if args.by != "category":
-        results = [result.grouped_by(args.by) for result in results]
-    if args.transcripts:
-        from agentgym_train.evaluation.transcripts import format_record
-
-        for record in results[0].episodes[: args.transcripts]:
-            print(format_record(record), end="\n\n")
-    documents = []
-    for result in results:
-        turns = result.meta["max_turns"]
-        at = f", max turns {turns}" if len(results) > 1 else ""
-        print(f"{args.model} on {args.env_id} ({args.split}){at}, 95% intervals over tasks:")
-        print(result.table())
-        documents.append(result.to_dict())
-        if k > 1:
-            curve = curves.pass_at_k_curve(result.episodes, args.pass_at or curves.default_pass_ks(k))
-            print(f"Pass@K from {k} episodes per task (unbiased estimator; Pass@1 = Avg@{k}):")
-            print(curve.table())
-            documents[-1]["pass_at_k_curve"] = curve.to_dict()
-            _figure(args, curve, "pass-at-k" + (f"-turns{turns}" if len(results) > 1 else ""), f"max turns {turns}")
-    if len(results) == 1:
-        document = documents[0]
-    else:
-        curve = curves.horizon_curve(results)
-        print(f"{args.model} on {args.env_id} ({args.split}): success against max turns, 95% intervals over tasks:")
-        print(curve.table())
-        _figure(args, curve, "max-turns", f"{k} episode(s) per task")
-        document = {key: documents[0][key] for key in ("policy", "env_id", "split")}
-        document |= {"episodes_per_task": k, "max_turns": horizons}
-        document["max_turns_curve"] = curve.to_dict()
-        # one key per horizon, each a whole `agentgym eval` result: `agentgym report` reads them as policies
-        document |= {f"max_turns={r.meta['max_turns']}": d for r, d in zip(results, documents, strict=True)}
-    if args.json:
-        Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
-    return 0
 
 
 def _figure(args: argparse.Namespace, curve: Any, name: str, detail: str) -> None:
@@ -263,7 +70,7 @@ def _policy(args: argparse.Namespace) -> Callable[[int | None], Any] | int:
         from agentgym_train.evaluation.evaluate import evaluate_model
         from agentgym_train.tiny import load_model
     except ImportError as error:
-        print(_NEEDS_TRAIN.format("eval", error), file=sys.stderr)
+        print(NEEDS_TRAIN.format("eval", error), file=sys.stderr)
         return 1
     model, tokenizer = load_model(args.model)
     return lambda turns: evaluate_model(
@@ -276,3 +83,172 @@ def _policy(args: argparse.Namespace) -> Callable[[int | None], Any] | int:
         temperature=args.temperature,
         **common,
     )
+
+
+class EvalCommand(Command):
+    """`agentgym eval MODEL ENV_ID`: the evaluators of `agentgym_train.evaluation` over a split, as tables,
+    JSON and curves."""
+
+    name = "eval"
+    help = "success / return / turns of a model, an OpenAI-compatible endpoint or a random policy on a split"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        p = parser
+        p.add_argument(
+            "model",
+            help="model path or hub id; with --base-url the endpoint's model name; 'random': a random policy; "
+            "'expert': the scenario's scripted expert",
+        )
+        p.add_argument("env_id")
+        p.add_argument("--split", default="test")
+        p.add_argument("--tasks", type=int, default=100, help="first N tasks of the split (0: all)")
+        p.add_argument("--episodes-per-task", "-k", type=int, default=1, help="k of Avg@k / Pass@k")
+        p.add_argument(
+            "--max-turns",
+            type=int_list,
+            default=None,
+            help="turn limit (default: the env's); a comma list (2,4,6,8,10) plays the same tasks and seeds at "
+            "each and draws success against max turns",
+        )
+        p.add_argument(
+            "--pass-at",
+            type=int_list,
+            default=None,
+            metavar="K,K,...",
+            help="the Ks of Pass@K, each <= k, estimated without bias from the k episodes per task "
+            "(default with k > 1: the powers of two below k, and k)",
+        )
+        p.add_argument("--max-turn-tokens", type=int, help="most tokens per reply (default: the scenario's)")
+        p.add_argument("--max-completion-length", type=int, default=4096)
+        p.add_argument("--temperature", type=float, default=1.0, help="0: greedy")
+        p.add_argument(
+            "--env-kwargs", default=None, help="JSON keyword arguments for gym.make, e.g. '{\"show_actions\": false}'"
+        )
+        p.add_argument("--actions", default=None, help="comma-separated action set of the random policy")
+        p.add_argument("--base-url", default=None, help="an OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
+        p.add_argument("--api-key", default=None, help="bearer token for --base-url (default: $OPENAI_API_KEY)")
+        p.add_argument("--max-tokens", type=int, help="most tokens per reply from --base-url (default: the scenario's)")
+        p.add_argument("--workers", type=int, default=8, help="episodes played at once against --base-url")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument(
+            "--json",
+            default=None,
+            help="also write the results here, with every episode's transcript (agentgym report)",
+        )
+        p.add_argument(
+            "--transcripts", type=int, default=0, metavar="N", help="print the first N episodes' transcripts"
+        )
+        p.add_argument(
+            "--by",
+            default="category",
+            choices=["category", "kind"],
+            help="group the table and curves by category (default) or by kind (WebArena's task kind)",
+        )
+        p.add_argument(
+            "--figures",
+            default=None,
+            metavar="DIR",
+            help="write the PNG curves (success against max turns, Pass@K against K) here (default: next to --json)",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        k = args.episodes_per_task
+        if args.pass_at and max(args.pass_at) > k:
+            print(
+                f"--pass-at {max(args.pass_at)}: Pass@K needs K <= the episodes per task (-k {k}); "
+                f"give -k {max(args.pass_at)} or Ks up to {k}",
+                file=sys.stderr,
+            )
+            return 2
+        import gymnasium as gym
+
+        import agentgym_envs  # noqa: F401
+
+        if args.env_id not in gym.registry:
+            print(f"unknown env id {args.env_id!r}; run `agentgym list`", file=sys.stderr)
+            return 2
+        evaluate = _policy(args)
+        if isinstance(evaluate, int):
+            return evaluate
+        from agentgym_train.evaluation import curves
+        from agentgym_train.evaluation.endpoint import EndpointError
+
+        horizons = args.max_turns or [None]
+        try:
+            results = [evaluate(horizons[0])] if len(horizons) == 1 else curves.sweep_horizons(evaluate, horizons)
+        except EndpointError as error:
+            print(error, file=sys.stderr)
+            return 1
+        if args.by != "category":
+            results = [result.grouped_by(args.by) for result in results]
+        if args.transcripts:
+            from agentgym_train.evaluation.transcripts import format_record
+
+            for record in results[0].episodes[: args.transcripts]:
+                print(format_record(record), end="\n\n")
+        documents = []
+        for result in results:
+            turns = result.meta["max_turns"]
+            at = f", max turns {turns}" if len(results) > 1 else ""
+            print(f"{args.model} on {args.env_id} ({args.split}){at}, 95% intervals over tasks:")
+            print(result.table())
+            documents.append(result.to_dict())
+            if k > 1:
+                curve = curves.pass_at_k_curve(result.episodes, args.pass_at or curves.default_pass_ks(k))
+                print(f"Pass@K from {k} episodes per task (unbiased estimator; Pass@1 = Avg@{k}):")
+                print(curve.table())
+                documents[-1]["pass_at_k_curve"] = curve.to_dict()
+                _figure(args, curve, "pass-at-k" + (f"-turns{turns}" if len(results) > 1 else ""), f"max turns {turns}")
+        if len(results) == 1:
+            document = documents[0]
+        else:
+            curve = curves.horizon_curve(results)
+            print(f"{args.model} on {args.env_id} ({args.split}): success against max turns, 95% intervals over tasks:")
+            print(curve.table())
+            _figure(args, curve, "max-turns", f"{k} episode(s) per task")
+            document = {key: documents[0][key] for key in ("policy", "env_id", "split")}
+            document |= {"episodes_per_task": k, "max_turns": horizons}
+            document["max_turns_curve"] = curve.to_dict()
+            # one key per horizon, each a whole `agentgym eval` result: `agentgym report` reads them as policies
+            document |= {f"max_turns={r.meta['max_turns']}": d for r, d in zip(results, documents, strict=True)}
+        if args.json:
+            Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
+        return 0
+
+
+class ReportCommand(Command):
+    """`agentgym report RESULTS.json...`: `evaluation.report.write_report` over eval and train results."""
+
+    name = "report"
+    help = "one static HTML page from eval/train results: table, curves, transcripts side by side"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        p = parser
+        p.add_argument(
+            "results", nargs="+", metavar="RESULTS.json", help="JSON of agentgym eval --json or agentgym train"
+        )
+        p.add_argument("--out", default="report.html", help="the HTML file to write (default: report.html)")
+        p.add_argument(
+            "--pair", nargs="+", default=None, metavar="LABEL", help="the one or two policies whose transcripts to show"
+        )
+        p.add_argument("--title", default=None)
+        p.add_argument(
+            "--max-episodes",
+            type=int,
+            default=report.DEFAULT_MAX_EPISODES,
+            help=f"show at most N transcript rows, the first ones (default {report.DEFAULT_MAX_EPISODES}; 0: all)",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        if args.pair is not None and len(args.pair) > 2:
+            print(f"--pair takes one or two policy labels, got {len(args.pair)}", file=sys.stderr)
+            return 2
+        try:
+            out = report.write_report(
+                args.results, args.out, pair=args.pair, title=args.title, max_episodes=args.max_episodes
+            )
+        except ValueError as error:
+            print(f"agentgym report: {error}", file=sys.stderr)
+            return 2
+        print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB)")
+        return 0

@@ -17,14 +17,12 @@ page's Content-Security-Policy runs only its own script (by hash), loads nothing
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import html
 import io
 import json
 import math
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -431,31 +429,3 @@ def write_report(
     out = Path(out)
     out.write_text(page, encoding="utf-8")
     return out
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("results", nargs="+", metavar="RESULTS.json", help="JSON of agentgym eval --json or agentgym train")
-    p.add_argument("--out", default="report.html", help="the HTML file to write (default: report.html)")
-    p.add_argument(
-        "--pair", nargs="+", default=None, metavar="LABEL", help="the one or two policies whose transcripts to show"
-    )
-    p.add_argument("--title", default=None)
-    p.add_argument(
-        "--max-episodes",
-        type=int,
-        default=DEFAULT_MAX_EPISODES,
-        help=f"show at most N transcript rows, the first ones (default {DEFAULT_MAX_EPISODES}; 0: all)",
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.pair is not None and len(args.pair) > 2:
-        print(f"--pair takes one or two policy labels, got {len(args.pair)}", file=sys.stderr)
-        return 2
-    try:
-        out = write_report(args.results, args.out, pair=args.pair, title=args.title, max_episodes=args.max_episodes)
-    except ValueError as error:
-        print(f"agentgym report: {error}", file=sys.stderr)
-        return 2
-    print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB)")
-    return 0

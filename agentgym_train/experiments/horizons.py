@@ -19,12 +19,10 @@ in `work_dir`; `--summary-only` re-reads finished runs and writes the table and 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
 import statistics
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -183,6 +181,12 @@ def _logged(path: Path) -> Any:
 
 def _seed_settings(experiment: Experiment, seed: int, **extra: Any) -> dict[str, Any]:
     return {**experiment.settings, "env_id": experiment.task_mix[0], "seed": seed, "disable_tqdm": True, **extra}
+
+
+def check_settings(experiment: Experiment) -> None:
+    """Parse every seed's run settings, so that a bad value raises ValueError before anything runs."""
+    for seed in experiment.seeds:
+        parse_settings(_seed_settings(experiment, seed))
 
 
 def _compact(rows: list[dict[str, Any]], env_id: str) -> list[dict[str, Any]]:
@@ -661,58 +665,4 @@ def _figures(experiment: Experiment, histories: dict[str, list[list[dict[str, An
         plt.close(fig)
 
 
-# ---- the command ------------------------------------------------------------------------------------
-
-
-def add_arguments(experiments: Any) -> None:
-    """Register `horizons` on the `agentgym experiment` subparsers."""
-    p = experiments.add_parser(
-        "horizons",
-        help="the same RL budget under fixed short / fixed long / ScalingInter / adaptive max turns, several seeds",
-        description="Train from the same start under several max-turn rules on several seeds; evaluate every run "
-        "under the same max turns; write a table (markdown, JSON) and figures. Rerunning skips finished runs and "
-        "resumes unfinished ones. Keys of CONFIG (default: the packaged CPU miniature) can be overridden: "
-        "--max_steps 60 --seeds 1 --rules '{short: {max_turns: [4]}}'.",
-    )
-    p.add_argument(
-        "config",
-        nargs="?",
-        default=DEFAULT_CONFIG.stem,
-        help="the experiment's YAML file, or a packaged one's name (horizons: the CPU miniature); before any "
-        "--key value overrides",
-    )
-    p.add_argument("--output-dir", default=None, help="where the runs, table and figures go (default: output_dir)")
-    p.add_argument("--summary-only", action="store_true", help="re-read finished runs; write the table and figures")
-    p.add_argument("overrides", nargs=argparse.REMAINDER, help="--key value pairs that override the config")
-    p.set_defaults(func=run_command)
-
-
-def run_command(args: argparse.Namespace) -> int:
-    overrides = list(args.overrides)
-    for flag in ("--output-dir", "--output_dir"):  # given after CONFIG, argparse leaves them in the remainder
-        if flag in overrides:
-            i = overrides.index(flag)
-            args.output_dir = overrides[i + 1]
-            del overrides[i : i + 2]
-    if "--summary-only" in overrides:
-        overrides.remove("--summary-only")
-        args.summary_only = True
-    path = Path(args.config)
-    if not path.is_file():
-        path = DEFAULT_CONFIG.parent / f"{args.config}.yaml"
-    try:
-        experiment = load_experiment(path, overrides, args.output_dir)
-        for seed in experiment.seeds:  # every run's settings parse before anything runs
-            parse_settings(_seed_settings(experiment, seed))
-    except (ValueError, OSError) as error:
-        print(f"{args.config}: {error}", file=sys.stderr)
-        return 2
-    started = time.perf_counter()
-    if not args.summary_only:
-        run_experiment(experiment)
-    summarize(experiment)
-    print(f"({time.perf_counter() - started:.0f} s)")
-    return 0
-
-
-__all__ = ["Experiment", "Rule", "load_experiment", "run_experiment", "summarize"]
+__all__ = ["Experiment", "Rule", "check_settings", "load_experiment", "run_experiment", "summarize"]

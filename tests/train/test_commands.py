@@ -11,7 +11,7 @@ import pytest
 from train_helpers import BABYAI
 
 from agentgym_train.cli import main
-from agentgym_train.commands import DEFAULT_CONFIG, packaged_configs
+from agentgym_train.config_files import DEFAULT_CONFIG, packaged_configs
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 import agentgym_envs  # noqa: F401
-from agentgym_train.commands import DEFAULT_CONFIG
+from agentgym_train.config_files import DEFAULT_CONFIG
 from agentgym_train.pipeline import load_configs
 from agentgym_train.scheduler import PRESETS
 
