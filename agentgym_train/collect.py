@@ -377,4 +377,3 @@ class ModelPolicy:
             engine.close()
             self.model.train(was_training)
         return self.episodes
-
