@@ -28,7 +28,7 @@ from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 __all__ = ["ALGORITHMS", "DEFAULT_CONFIG", "PipelineConfig", "load_configs", "resume_target", "run"]
 
 ALGORITHMS = {"grpo": MultiTurnGRPOTrainer, "ppo": MultiTurnPPOTrainer}
-#: Methods that train without online RL after the SFT stage (`agentgym_train.auxiliary`); `sft` stops after it.
+#: Methods that train without online RL after the SFT stage (`agentgym_train.offline_stages`); `sft` stops after it.
 OFFLINE = ("sft", "rft", "dpo")
 
 
@@ -407,10 +407,10 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
         print(_row("before RL", before), flush=True)
         stage("eval before", t0)
 
-    # 4. multi-turn RL (GRPO or PPO) with the max-turn scheduler, or RFT / DPO (`agentgym_train.auxiliary`)
+    # 4. multi-turn RL (GRPO or PPO) with the max-turn scheduler, or RFT / DPO (`agentgym_train.offline_stages`)
     t0 = time.perf_counter()
     if pipeline.algorithm in OFFLINE:
-        from agentgym_train.auxiliary import STAGES
+        from agentgym_train.offline_stages import STAGES
 
         if pipeline.algorithm in STAGES:
             progress = [] if args.disable_tqdm else [PhaseProgress(pipeline.algorithm.upper(), SFT_POSTFIX)]

