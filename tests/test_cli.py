@@ -30,6 +30,13 @@ def test_play_expert_several_episodes_prints_a_summary(capsys) -> None:
     assert "3 episodes: success 100.0%" in capsys.readouterr().out
 
 
+def test_play_expert_that_cannot_solve_a_task_ends_the_episode(capsys) -> None:
+    """minigrid's bot cannot solve KeyInBox (its docstring says so): the episode ends with the reason."""
+    assert main(["play", "AgentGym/BabyAI-KeyInBox-v0", "--expert", "--episodes", "2", "--seed", "0"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("--- episode over: the expert cannot go on (BabyAIBot") == 2 and "2 episodes: success 0.0%" in out
+
+
 def test_play_by_a_person(monkeypatch, capsys) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO("turn left\nfly away\nquit\n"))
     assert main(["play", "AgentGym/BabyAI-GoToLocal-v0", "--seed", "0"]) == 0

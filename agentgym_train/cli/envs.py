@@ -65,7 +65,11 @@ def _episode(env: gym.Env, args: argparse.Namespace, seed: int | None) -> dict[s
     turns, total = 0, 0.0
     while True:
         if expert is not None:
-            action = expert.act(observation, info)
+            try:
+                action = expert.act(observation, info)
+            except RuntimeError as error:  # each scenario's ExpertStuckError: a task its expert cannot solve
+                print(f"--- episode over: the expert cannot go on ({error}), return {total:.3f} in {turns} turns ---")
+                return {"turns": turns, "return": total, "success": False, "quit": False}
             print(f"\nexpert> {action}")
             if args.delay:
                 time.sleep(args.delay)
