@@ -19,10 +19,12 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
     the action out of it, steps the env, and appends the observation as the next user message. A
     reply with no parsable action costs a turn and is answered with a format reminder (the env is
     not stepped). At `max_turns` turns the episode ends with `truncated=True`; `max_turns` may be
-    changed between episodes (the max-turn scheduler does). The final info holds `info["episode"]`:
-    turns, return, success, invalid replies, invalid actions, repeated actions, wall time, and
-    `steps`: one record per turn (the action as parsed or None, format error, valid action, reward),
-    what transcripts need besides `messages`.
+    changed between episodes (the max-turn scheduler does). The wrapper owns the episode's statistics:
+    the final info holds them under `stats_key` (`info["episode"]`, as Gymnasium's
+    `RecordEpisodeStatistics`): turns, return, success, invalid replies, invalid actions, repeated
+    actions, wall time, and `steps`: one record per turn (the action as parsed or None, format error,
+    valid action, reward), what transcripts need besides `messages`. A caller that ends an episode
+    early (a policy that gives up) reads them so far from `episode_stats()`.
 
     Args:
         env: A text env (`agentgym_envs.TextEnv`, or any Gymnasium env of strings).
@@ -31,6 +33,7 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
         history: Keep only the last `history` exchanges in `messages` (the system prompt and the
             first observation, which states the task, always stay). None keeps everything.
         system_prompt: Overrides the scenario's system prompt.
+        stats_key: The final info's key of the episode statistics.
 
     Examples:
         >>> import gymnasium as gym, agentgym_envs
@@ -53,6 +56,7 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
         parser: str | Parser | None = None,
         history: int | None = None,
         system_prompt: str | None = None,
+        stats_key: str = "episode",
     ):
         layer = env
         while isinstance(layer, gym.Wrapper):
@@ -67,6 +71,7 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
             raise ValueError(f"history must be None or >= 0, got {history}")
         self.history = history
         self.system_prompt = system_prompt if system_prompt is not None else getattr(base, "system_prompt", "")
+        self.stats_key = stats_key
         self.transcript: list[dict[str, str]] = []
         self.steps: list[dict[str, Any]] = []
         self._stats: dict[str, Any] = {}
@@ -87,6 +92,24 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
     @property
     def turns(self) -> int:
         return self._stats.get("turns", 0)
+
+    def episode_stats(
+        self, *, success: bool = False, terminated: bool = False, truncated: bool = False
+    ) -> dict[str, Any]:
+        """The statistics of the current episode so far (what its final info holds under `stats_key`).
+
+        Args:
+            success, terminated, truncated: How the episode ended (all False: it has not, or a caller
+                ended it, e.g. a policy that gave up).
+        """
+        return {
+            **self._stats,
+            "success": success,
+            "terminated": terminated,
+            "truncated": truncated,
+            "wall_time": time.perf_counter() - self._started,
+            "steps": list(self.steps),
+        }
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         observation, info = self.env.reset(seed=seed, options=options)
@@ -134,12 +157,8 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
         self.transcript.append({"role": "user", "content": observation})
         if terminated or truncated:
             self._done = True
-            info["episode"] = {
-                **stats,
-                "success": bool(info.get("success", False)),
-                "terminated": bool(terminated),
-                "truncated": bool(truncated),
-                "wall_time": time.perf_counter() - self._started,
-                "steps": list(self.steps),
-            }
+            success = bool(info.get("success", False))
+            info[self.stats_key] = self.episode_stats(
+                success=success, terminated=bool(terminated), truncated=bool(truncated)
+            )
         return observation, reward, terminated, truncated, info

@@ -327,7 +327,7 @@ def _play_policy(
                     action = act(observation, info, env)
                     if action is None:
                         gave_up = True
-                        info = {**info, "episode": _unfinished_stats(env)}
+                        info = {**info, "episode": env.episode_stats()}
                         break
                     reply = action_reply(action, action_format)
                     observation, _, terminated, truncated, info = env.step(reply)
@@ -340,20 +340,6 @@ def _play_policy(
     result = summarize_episodes(rows)
     result.meta = {"policy": name, "env_id": env_id, "split": split, "max_turns": env.max_turns}
     return result
-
-
-def _unfinished_stats(env: MultiTurnWrapper) -> dict[str, Any]:
-    """Episode statistics of an episode the policy abandoned before the env or the turn limit ended it."""
-    steps = list(env.steps)
-    return {
-        "turns": env.turns,
-        "return": sum(step["reward"] for step in steps),
-        "success": False,
-        "terminated": False,
-        "truncated": False,
-        "invalid_replies": sum(step["format_error"] for step in steps),
-        "steps": steps,
-    }
 
 
 def paired_difference(before: EvalResult, after: EvalResult, key: str = "success") -> Estimate:

@@ -328,7 +328,7 @@ class RolloutEngine:
                     episode.logprobs.append(0.0)
                     episode.env_mask.append(0)
                 episode.messages = list(slot.env.messages)
-                episode.stats = {**(info.get("episode") or self._stats(episode)), **_stop_stats(episode)}
+                episode.stats = {**(info.get(slot.env.stats_key) or self._stats(episode)), **_stop_stats(episode)}
                 if progress is not None:
                     progress(1)
             live = still_live

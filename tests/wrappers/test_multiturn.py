@@ -81,6 +81,20 @@ def test_episode_statistics() -> None:
     assert stats["wall_time"] > 0
 
 
+def test_statistics_so_far_and_under_their_own_key() -> None:
+    env = babyai(max_turns=3, stats_key="record")
+    env.reset(seed=0)
+    env.step("no action here")
+    env.step("Action: turn left")
+    so_far = env.episode_stats()  # what a caller that ends the episode here reads
+    assert so_far["turns"] == 2 and so_far["invalid_replies"] == 1 and not so_far["terminated"]
+    assert [step["action"] for step in so_far["steps"]] == [None, "turn left"]
+    assert so_far["return"] == sum(step["reward"] for step in so_far["steps"])
+    *_, truncated, info = env.step("Action: turn left")
+    assert truncated and "episode" not in info
+    assert info["record"]["turns"] == 3 and info["record"]["truncated"] and info["record"]["repeated_actions"] == 1
+
+
 def test_history_bound_keeps_task_and_last_turns() -> None:
     env = babyai(history=2, max_turns=10)
     env.reset(seed=0)
