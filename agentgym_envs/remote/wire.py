@@ -22,6 +22,51 @@ TOKEN_ENV_VAR = "AGENTGYM_TOKEN"
 MAX_DETAIL_CHARS = 2000
 
 
+#: Deepest nesting of arrays and objects a request body may have (422 past it): far above what any
+#: request of these protocols needs, far below where the JSON parsers run out of stack (RecursionError).
+MAX_JSON_DEPTH = 64
+
+#: Bytes of a body scanned at once by `too_deep` (its arrays stay a few MiB whatever the body).
+_CHUNK = 1 << 20
+
+
+def too_deep(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON text `raw` nests arrays and objects more than `limit` deep, found without decoding it.
+
+    A linear scan of the raw bytes (vectorised, a chunk at a time): a quote opens or closes a string
+    unless an odd run of backslashes precedes it, and brackets count only outside strings. Past an
+    unterminated string nothing counts, as a parser reads no further.
+    """
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    if raw.count(b"[") + raw.count(b"{") <= limit:  # nearly every body: fewer openings than the bound
+        return False
+    import numpy as np
+
+    data = np.frombuffer(raw, dtype=np.uint8)
+    depth = quotes = run = 0  # carried over chunks: the depth, the quotes so far, trailing backslashes
+    for start in range(0, len(data), _CHUNK):
+        chunk = data[start : start + _CHUNK]
+        backslash = chunk == ord("\\")
+        quote = chunk == ord('"')
+        if run or backslash.any():
+            index = np.arange(len(chunk), dtype=np.int32)
+            # The last byte at or before each position that is not a backslash (-1 - run: an earlier chunk's).
+            last = np.maximum.accumulate(np.where(backslash, np.int32(-1 - run), index))
+            quote &= (index - np.concatenate(([-1 - run], last[:-1]))) % 2 == 1  # an even run before it
+            run = len(chunk) - 1 - int(last[-1])
+        else:
+            run = 0
+        seen = np.cumsum(quote, dtype=np.int32) + quotes
+        steps = ((chunk == ord("[")) | (chunk == ord("{"))).view(np.int8) - ((chunk == ord("]")) | (chunk == ord("}")))
+        steps[seen % 2 == 1] = 0  # inside a string
+        running = np.cumsum(steps, dtype=np.int32) + depth
+        if running.max() > limit:
+            return True
+        depth, quotes = int(running[-1]), int(seen[-1])
+    return False
+
+
 def _jsonable(value: Any) -> Any:
     """JSON form of what `json` cannot encode itself: numpy scalars and arrays, sets, anything else as text."""
     item = getattr(value, "item", None)

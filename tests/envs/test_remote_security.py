@@ -18,7 +18,7 @@ import pytest
 import agentgym_envs  # noqa: F401
 from agentgym_envs.babyai.env import BabyAIEnv
 from agentgym_envs.deepsearch.env import DeepSearchEnv
-from agentgym_envs.remote import RemoteEnv
+from agentgym_envs.remote import RemoteEnv, wire
 from agentgym_envs.remote.server import create_app, resolve_token
 from agentgym_envs.remote.server.guard import LOOPBACK_NAMES, default_allowed_hosts
 from agentgym_envs.remote.server.local import ServerThread
@@ -354,3 +354,74 @@ def test_a_reused_call_number_with_another_call_is_an_error_not_another_reply(ht
     assert not result["ok"] and result["status"] == 409
     assert http.get(f"/sessions/{sid}").json()["steps"] == 1
     http.delete(f"/sessions/{sid}")
+
+
+# ---- deeply nested bodies: 422 before any parser recurses ---------------------------------------
+def _depth(text: str) -> int:
+    """The deepest bracket nesting of `text` outside strings, by a plain character walk (the reference)."""
+    depth = deepest = 0
+    inside = escaped = False
+    for char in text:
+        if inside:
+            escaped, inside = (False, inside) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            inside = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def test_the_depth_scan_counts_brackets_outside_strings_only() -> None:
+    assert wire.MAX_JSON_DEPTH == 64
+    at_limit, past = "[" * 64 + "]" * 64, "[" * 65 + "]" * 65
+    quoted = json.dumps(["[" * 200, '\\"' + "{" * 200, "\\" * 3])  # brackets, escaped quotes, backslashes in strings
+    cut = "[" * 10 + '"never closed ' + "[" * 100  # a parser stops at the string: 10 levels
+    escaped_run = '["\\\\"' + ",[" * 70 + "]" * 71  # an even backslash run ends the string: 71 levels
+    for text, deepest in [(at_limit, 64), (past, 65), (quoted, 1), (cut, 10), (escaped_run, 71), ("{}", 1)]:
+        assert _depth(text) == deepest, text[:40]
+        assert wire.too_deep(text) is (deepest > 64), text[:40]
+        assert wire.too_deep(text.encode()) is (deepest > 64), text[:40]
+    small = wire._CHUNK
+    try:  # the state carried across chunks: each chunk boundary at every offset
+        for size in (1, 2, 3, 5):
+            wire._CHUNK = size
+            for text in (past, quoted, cut, escaped_run):
+                assert wire.too_deep(text) is (_depth(text) > 64), (size, text[:40])
+    finally:
+        wire._CHUNK = small
+
+
+def test_deeply_nested_bodies_are_refused_with_422_on_every_route_and_the_frame_too(http, server) -> None:
+    sid = http.post("/sessions", json={"env_id": BABYAI}).json()["session_id"]
+    deep = '{"seed": 1, "options": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}"
+    nested = "[" * 100_000 + "]" * 100_000
+    calls = json.dumps({"calls": [{"session_id": sid, "op": "reset", "options": "NESTED"}]}).replace('"NESTED"', nested)
+    paths = ["/sessions", f"/sessions/{sid}/reset", f"/sessions/{sid}/step", f"/sessions/{sid}/expert/act"]
+    paths += ["/create", "/reset", "/step", "/close", f"/openenv/{BABYAI}/mcp"]
+    for path, body in [("/batch", calls), *((path, deep) for path in paths)]:
+        reply = http.post(path, content=body.encode(), headers=JSON)
+        assert reply.status_code == 422, (path, reply.status_code, reply.text[:300])
+        assert "nests arrays and objects more than 64 deep" in reply.json()["detail"], path
+    chunked = http.post(
+        f"/sessions/{sid}/reset", content=iter([deep[:50_000].encode(), deep[50_000:].encode()]), headers=JSON
+    )
+    assert chunked.status_code == 422 and "64 deep" in chunked.json()["detail"]
+    # Just inside the bound the body is decoded and reaches the env (BabyAI refuses the unknown option).
+    inside = '{"seed": 1, "options": {"x": ' + "[" * 62 + "]" * 62 + "}}"
+    reply = http.post(f"/sessions/{sid}/reset", content=inside.encode(), headers=JSON)
+    assert "deep" not in reply.text and reply.status_code != 500, reply.text[:300]
+    assert http.get(f"/sessions/{sid}").status_code == 200  # the session and the server go on
+    http.delete(f"/sessions/{sid}")
+
+    from websockets.sync.client import connect
+
+    url = server.base_url.replace("http://", "ws://") + f"/openenv/{BABYAI}/ws"
+    with connect(url) as ws:
+        ws.send('{"type": "reset", "data": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}")
+        frame = json.loads(ws.recv())
+        assert frame["type"] == "error" and "more than 64 deep" in json.dumps(frame), frame
+        ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+        assert json.loads(ws.recv())["type"] == "observation"  # the connection goes on

@@ -169,6 +169,9 @@ class _Connection:
 
     async def handle(self, raw: str | bytes) -> tuple[dict[str, Any] | None, bool]:
         """The reply to one frame (None for none) and whether the connection ends."""
+        if wire.too_deep(raw):  # before the parser recurses into it
+            detail = f"the frame nests arrays and objects more than {wire.MAX_JSON_DEPTH} deep (the limit)"
+            return _error(detail, "INVALID_JSON", 422, "ValueError"), False
         try:
             frame = json.loads(raw)
         except ValueError as error:

@@ -1,4 +1,4 @@
-"""The ASGI layer in front of the server's routes: the guard, the bearer token, the body limit, the hot routes.
+"""The ASGI layer in front of the server's routes: the guard, the token, the body's size and depth, the hot routes.
 
 `Front` checks every request before FastAPI sees it, and serves the hot routes (reset, step, expert act,
 batch) itself; `validation_reply` and `unexpected_reply` are the 422 and 500 bodies both layers send.
@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from agentgym_envs.remote import wire
 from agentgym_envs.remote.dialects.openenv import refuse_websocket
 from agentgym_envs.remote.server.guard import RequestGuard
-from agentgym_envs.remote.wire import ApiError, bounded
+from agentgym_envs.remote.wire import MAX_JSON_DEPTH, ApiError, bounded, too_deep
 
 _log = logging.getLogger(__name__)
 
@@ -32,9 +32,8 @@ async def _send_json(send: Send, status: int, payload: dict[str, Any], headers: 
     await send({"type": "http.response.body", "body": body})
 
 
-class _BodyTooLarge(BaseException):
-    """Raised from `receive` past the size limit; a BaseException so that FastAPI's body parsing, which
-    turns every Exception into a 400, lets it through to `Front`, which answers 413."""
+class _BodyTooLarge(Exception):
+    """Raised while a body arrives, past the size limit (its first argument: the bytes seen)."""
 
 
 _MAX_ERRORS = 20
@@ -61,7 +60,9 @@ HotEndpoint = Callable[..., Awaitable[Response]]
 
 class Front:
     """The ASGI layer in front of every route: the Host, Origin and content-type checks (`guard`), the
-    bearer token, the body-size limit, and the hot routes (reset, step, expert act, batch) served directly.
+    bearer token, the body's size (413) and nesting depth (422, before any parser recurses into it), and
+    the hot routes (reset, step, expert act, batch) served directly. Every body is read here whole
+    before a route sees it.
 
     FastAPI documents the hot routes and would serve them too, but its per-request machinery
     (routing over every route, dependency solving) costs about 0.1 ms a request, as much as the rest
@@ -136,10 +137,10 @@ class Front:
         hot = self._hot(scope) if scope["method"] == "POST" else None
         if hot is not None:
             await self._serve_hot(hot, scope, receive, send)
-        elif length is not None:
-            await self.app(scope, receive, send)
+        elif has_body:
+            await self._checked(scope, receive, send)
         else:
-            await self._counted(scope, receive, send)
+            await self.app(scope, receive, send)
 
     def _websocket_refusal(self, scope: Scope) -> tuple[int, dict[str, Any]] | None:
         """The Host, Origin and token checks for a WebSocket handshake (browsers send any page's Origin there)."""
@@ -168,18 +169,14 @@ class Front:
     ) -> None:
         model, endpoint, params = hot
         try:
-            chunks, size, more = [], 0, True
-            while more:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    return
-                chunks.append(message.get("body", b""))
-                size += len(chunks[-1])
-                if size > self.max_body_bytes:
-                    raise _BodyTooLarge
-                more = message.get("more_body", False)
+            raw = await self._read(receive)
+            if raw is None:
+                return
+            if too_deep(raw):
+                await _send_json(send, 422, _too_deep_reply())
+                return
             try:
-                body = _parse(model, b"".join(chunks))
+                body = _parse(model, raw)
             except ValidationError as error:
                 errors = error.errors(include_url=False, include_input=False)
                 await _send_json(send, 422, validation_reply([{**e, "loc": ("body", *e["loc"])} for e in errors]))
@@ -188,8 +185,8 @@ class Front:
         except ApiError as error:
             await _send_json(send, error.status, error.payload())
             return
-        except _BodyTooLarge:
-            await self._too_large(send, size)
+        except _BodyTooLarge as error:
+            await self._too_large(send, error.args[0])
             return
         except Exception as error:
             _log.exception("%s %s failed", scope["method"], scope["path"])
@@ -198,29 +195,42 @@ class Front:
         await send({"type": "http.response.start", "status": response.status_code, "headers": response.raw_headers})
         await send({"type": "http.response.body", "body": response.body})
 
-    async def _counted(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Pass on a request whose body has no Content-Length (chunked), counting it as it arrives."""
-        seen, started = 0, False
-
-        async def counted_receive() -> Any:
-            nonlocal seen
+    async def _read(self, receive: Receive) -> bytes | None:
+        """The whole request body (None if the client left first); raises `_BodyTooLarge` past the limit."""
+        chunks, size, more = [], 0, True
+        while more:
             message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.max_body_bytes:
-                raise _BodyTooLarge
-            return message
+            if message["type"] == "http.disconnect":
+                return None
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_body_bytes:
+                raise _BodyTooLarge(size)
+            more = message.get("more_body", False)
+        return b"".join(chunks)
 
-        async def tracked_send(message: Any) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+    async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass on a request with a body once it has arrived whole, within the size limit and the depth bound."""
         try:
-            await self.app(scope, counted_receive, tracked_send)
-        except _BodyTooLarge:
-            if started:
-                raise
-            await self._too_large(send, seen)
+            raw = await self._read(receive)
+        except _BodyTooLarge as error:
+            await self._too_large(send, error.args[0])
+            return
+        if raw is None:
+            return
+        if too_deep(raw):
+            await _send_json(send, 422, _too_deep_reply())
+            return
+        given = False
+
+        async def replay() -> Any:
+            nonlocal given
+            if given:
+                return await receive()  # after the body: the disconnect, when it comes
+            given = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+
+        await self.app(scope, replay, send)
 
     async def _too_large(self, send: Send, size: int) -> None:
         await _send_json(
@@ -246,6 +256,11 @@ def _parse(model: type[BaseModel], raw: bytes) -> BaseModel:
         except ValueError:  # not JSON at all (or not UTF-8): pydantic's error says where
             raise error from None
         return model.model_validate(data, strict=False)
+
+
+def _too_deep_reply() -> dict[str, Any]:
+    detail = f"malformed request: the body nests arrays and objects more than {MAX_JSON_DEPTH} deep (the limit)"
+    return {"detail": detail, "errors": [], "error_type": "ValueError"}
 
 
 def unexpected_reply(error: BaseException) -> dict[str, Any]:
