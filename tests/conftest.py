@@ -13,7 +13,7 @@ def no_sciworld_jvm_left_running():
 
     Envs that were closed or became unreachable must have ended their JVMs; `gc.collect()` first
     finalizes the unreachable ones. (That no JVM outlives the process itself is tested in
-    `tests/envs/test_sciworld.py`.)
+    `tests/envs/sciworld/test_sciworld.py`.)
     """
     yield
     from agentgym_envs.sciworld.backend import live_jvms

@@ -3,7 +3,7 @@
 A task is one variation of one task type, named `"<task type>/<variation>"` (e.g. `"boil/21"`).
 The splits are ScienceWorld's own (`get_variations_train/dev/test`): for each task type, the first
 half of its variations are train, the next quarter dev, the rest test. They are computed here from
-the variation counts, so listing tasks needs no JVM; `tests/envs/test_sciworld.py` checks them
+the variation counts, so listing tasks needs no JVM; `tests/envs/sciworld/test_sciworld.py` checks them
 against the JVM.
 
 Within a split, tasks are ordered round-robin over the task types (in ScienceWorld's task

@@ -96,7 +96,7 @@ def test_every_env_sharing_a_killed_browser_ends_its_episode_cleanly_and_resets(
 CHILD = """
 import sys, threading, time
 sys.path.insert(0, {tests!r})
-from envs.test_webarena_browser import browser_tree
+from envs.webarena.test_browser import browser_tree
 from agentgym_envs.webarena.env import WebArenaEnv
 envs = [WebArenaEnv(), WebArenaEnv()]
 for env in envs:
@@ -129,7 +129,7 @@ def browser_tree(pid: int) -> list[int]:
 
 
 def test_no_chromium_process_is_left_after_close() -> None:
-    tests = str(Path(__file__).resolve().parents[1])
+    tests = str(Path(__file__).resolve().parents[2])
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD.format(tests=tests)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )

@@ -158,7 +158,7 @@ def test_stop_ends_the_episode_with_the_evaluation(env: WebArenaEnv) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("split", ["train", "test"])
 def test_expert_solves_every_bundled_task_and_doing_nothing_scores_zero(env: WebArenaEnv, split: str) -> None:
-    # The hand-written configs; the template tasks (thousands) are sampled in test_webarena_world.py.
+    # The hand-written configs; the template tasks (thousands) are sampled in test_world.py.
     for task_id in [t for t in env.tasks(split) if env.catalog.by_id[t].source is not None]:
         env.reset(options={"task_id": task_id})
         _, reward, terminated, _, info = env.step("stop []")

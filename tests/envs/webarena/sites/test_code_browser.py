@@ -27,7 +27,7 @@ def env() -> WebArenaEnv:
 def code_tasks(env: WebArenaEnv) -> list[TemplateTask]:
     made = [t for t in env.catalog.by_id.values() if isinstance(t, TemplateTask) and t.category == SITE]
     train = sorted((t for t in made if t.split == "train"), key=lambda t: t.task_id)
-    # The whole test split runs in test_webarena_world.py; here a train sample of other instances.
+    # The whole test split runs in webarena/test_world.py; here a train sample of other instances.
     return random.Random(3).sample(train, TRAIN_SAMPLE)
 
 

@@ -2,7 +2,7 @@
 (score 1.0 each) where doing nothing scores 0 (the N/A tasks aside), and a reset undoes what an episode
 changed.
 
-(`tests/envs/test_webarena_world.py` runs the expert and the null policy on every test task of every
+(`tests/envs/webarena/test_world.py` runs the expert and the null policy on every test task of every
 site, the forum's included.)"""
 
 from __future__ import annotations

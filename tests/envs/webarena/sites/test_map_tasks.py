@@ -62,7 +62,7 @@ def test_every_instance_makes_a_complete_config_the_null_policy_fails() -> None:
 # ---- in the browser -----------------------------------------------------------------------------
 @pytest.mark.slow
 def test_expert_solves_a_train_sample_and_doing_nothing_scores_zero() -> None:
-    # The whole test split runs in test_webarena_world.py; here a train sample of other instances.
+    # The whole test split runs in webarena/test_world.py; here a train sample of other instances.
     made = [t for t in TaskCatalog.bundled().by_id.values() if isinstance(t, TemplateTask) and t.category == "map"]
     test = sorted(t.task_id for t in made if t.split == "test")
     assert len(test) == len(TEMPLATES)
