@@ -296,10 +296,11 @@ def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
 def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     import torch
 
-    from agentgym_train.evaluation.evaluate import evaluate_model, evaluate_random, paired_difference
+    from agentgym_train.evaluation.evaluate import evaluate_random, paired_difference
     from agentgym_train.scheduler import MaxTurnScheduler
-    from agentgym_train.tiny import TinyModelConfig, build_tiny_model, count_parameters, load_model, training_dtype
-    from agentgym_train.trainers.sft import collected_chats, expert_chats, run_sft
+    from agentgym_train.stages import build_policy, evaluate_stage, sft_stage
+    from agentgym_train.tiny import count_parameters, load_model, training_dtype
+    from agentgym_train.trainers.sft import collected_chats, expert_chats
 
     started = time.perf_counter()
     if pipeline.torch_threads:
@@ -316,21 +317,8 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
 
     # 1. the model
     t0 = time.perf_counter()
-    model_path = pipeline.model
-    if pipeline.model == "tiny":
-        tiny = TinyModelConfig(
-            env_ids=[args.env_id],
-            env_kwargs=env_kwargs,
-            hidden_size=pipeline.tiny_hidden_size,
-            num_hidden_layers=pipeline.tiny_layers,
-            num_attention_heads=pipeline.tiny_heads,
-            num_key_value_heads=max(1, pipeline.tiny_heads // 2),
-            intermediate_size=pipeline.tiny_intermediate_size,
-            seed=args.seed,
-        )
-        model_path = str(build_tiny_model(out / "tiny-model", tiny))
     dtype = training_dtype(args)  # bf16 training holds bf16 weights (and TRL's reference model in the same dtype)
-    model, tokenizer = load_model(model_path, dtype)
+    model_path, model, tokenizer = build_policy(pipeline, [args.env_id], env_kwargs, args.seed, out, dtype)
     results["parameters"] = count_parameters(model)
     print(f"model: {model_path} ({results['parameters'] / 1e6:.2f}M parameters)", flush=True)
     stage("model", t0)
@@ -347,15 +335,13 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
             )
             source = "expert episodes"
         print(f"SFT on {len(chats)} {source}, {pipeline.sft_steps} steps", flush=True)
-        sft = run_sft(
+        sft = sft_stage(
             model,
             tokenizer,
             chats,
-            str(out / "sft"),
-            max_steps=pipeline.sft_steps,
-            batch_size=pipeline.sft_batch_size,
-            learning_rate=pipeline.sft_learning_rate,
-            seed=args.seed,
+            pipeline,
+            out / "sft",
+            args.seed,
             callbacks=[] if args.disable_tqdm else [PhaseProgress("SFT", SFT_POSTFIX)],
             # RL's precision: the process has one accelerator state, which refuses a second mixed precision
             bf16=bool(args.bf16),
@@ -385,16 +371,7 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     }
 
     def evaluate(description: str) -> Any:
-        return evaluate_model(
-            model,
-            tokenizer,
-            args.env_id,
-            max_completion_length=args.max_completion_length,
-            max_turn_tokens=args.max_turn_tokens,
-            temperature=pipeline.eval_temperature,
-            description=description,
-            **episodes,
-        )
+        return evaluate_stage(model, tokenizer, args.env_id, pipeline, args, horizon, description=description)
 
     # 3. before RL, and the random policy under the same max turns
     before = random = None

@@ -42,11 +42,12 @@ def main() -> None:
 
     import torch
 
-    from agentgym_train.evaluation.evaluate import evaluate_model, paired_difference
+    from agentgym_train.evaluation.evaluate import paired_difference
     from agentgym_train.offline_stages import STAGES
     from agentgym_train.pipeline import load_configs, quiet_console
-    from agentgym_train.tiny import TINY_MARKER, TinyModelConfig, build_tiny_model, load_model
-    from agentgym_train.trainers.sft import expert_chats, run_sft
+    from agentgym_train.stages import build_policy, evaluate_stage, sft_stage
+    from agentgym_train.tiny import TINY_MARKER, load_model
+    from agentgym_train.trainers.sft import expert_chats
 
     torch.set_num_threads(cli.threads)
     work = Path(cli.work)
@@ -61,52 +62,18 @@ def main() -> None:
         sft_path = Path(cli.sft_model) if cli.sft_model else work / "sft-model"
         if not (sft_path / "config.json").is_file():
             t0 = time.perf_counter()
-            tiny = TinyModelConfig(
-                env_ids=[args.env_id],
-                env_kwargs=args.env_kwargs,
-                hidden_size=pipeline.tiny_hidden_size,
-                num_hidden_layers=pipeline.tiny_layers,
-                num_attention_heads=pipeline.tiny_heads,
-                num_key_value_heads=max(1, pipeline.tiny_heads // 2),
-                intermediate_size=pipeline.tiny_intermediate_size,
-                seed=args.seed,
-            )
-            base = build_tiny_model(work / "tiny-model", tiny)
-            model, tokenizer = load_model(base)
+            base, model, tokenizer = build_policy(pipeline, [args.env_id], args.env_kwargs, args.seed, work)
             chats = expert_chats(args.env_id, pipeline.sft_episodes, max_turns=horizon, env_kwargs=args.env_kwargs,
                                  seed=args.seed)  # fmt: skip
-            run_sft(
-                model,
-                tokenizer,
-                chats,
-                str(work / "sft"),
-                max_steps=pipeline.sft_steps,
-                batch_size=pipeline.sft_batch_size,
-                learning_rate=pipeline.sft_learning_rate,
-                seed=args.seed,
-            )
+            sft_stage(model, tokenizer, chats, pipeline, work / "sft", args.seed)
             model.save_pretrained(sft_path)
             tokenizer.save_pretrained(sft_path)
-            (sft_path / TINY_MARKER).write_text((base / TINY_MARKER).read_text())
+            (sft_path / TINY_MARKER).write_text((Path(base) / TINY_MARKER).read_text())
             results["stages_s"]["sft"] = round(time.perf_counter() - t0, 1)
 
         def evaluate(model: Any, tokenizer: Any, name: str) -> Any:
             t0 = time.perf_counter()
-            result = evaluate_model(
-                model,
-                tokenizer,
-                args.env_id,
-                split=pipeline.eval_split,
-                num_tasks=pipeline.eval_tasks,
-                episodes_per_task=pipeline.eval_episodes_per_task,
-                max_turns=horizon,
-                max_turn_tokens=args.max_turn_tokens,
-                max_completion_length=args.max_completion_length,
-                temperature=pipeline.eval_temperature,
-                env_kwargs=args.env_kwargs,
-                seed=args.seed,
-                progress=False,
-            )
+            result = evaluate_stage(model, tokenizer, args.env_id, pipeline, args, horizon, progress=False)
             results["stages_s"][f"eval {name}"] = round(time.perf_counter() - t0, 1)
             print(
                 f"{name:<10} success {result.success}  return {result.episode_return}  turns {result.turns}", flush=True

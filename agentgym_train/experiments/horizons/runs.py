@@ -36,25 +36,12 @@ def _compact(rows: list[dict[str, Any]], env_id: str) -> list[dict[str, Any]]:
 
 def evaluate_mix(model: Any, tokenizer: Any, experiment: Experiment, pipeline: Any, args: Any) -> dict[str, Any]:
     """The held-out evaluation: `pipeline.eval_tasks` tasks of every level of the mix, max `eval_max_turns`."""
-    from agentgym_train.evaluation.evaluate import evaluate_model, summarize_episodes
+    from agentgym_train.evaluation.evaluate import summarize_episodes
+    from agentgym_train.stages import evaluate_stage
 
     rows: list[dict[str, Any]] = []
     for env_id in experiment.task_mix:
-        result = evaluate_model(
-            model,
-            tokenizer,
-            env_id,
-            split=pipeline.eval_split,
-            num_tasks=pipeline.eval_tasks,
-            episodes_per_task=pipeline.eval_episodes_per_task,
-            max_turns=experiment.eval_max_turns,
-            max_completion_length=args.max_completion_length,
-            max_turn_tokens=args.max_turn_tokens,
-            temperature=pipeline.eval_temperature,
-            env_kwargs=args.env_kwargs or {},
-            seed=args.seed,
-            progress=False,
-        )
+        result = evaluate_stage(model, tokenizer, env_id, pipeline, args, experiment.eval_max_turns, progress=False)
         rows += _compact(result.episodes, env_id)
     summary = summarize_episodes(rows).to_dict()
     turns = sum(r["turns"] for r in rows)
@@ -75,28 +62,16 @@ def prepare_seed(experiment: Experiment, seed: int) -> None:
     with _logged(out / "prepare.log"):
         import torch
 
-        from agentgym_train.tiny import TINY_MARKER, TinyModelConfig, build_tiny_model, load_model
-        from agentgym_train.trainers.sft import expert_chats, run_sft
+        from agentgym_train.stages import build_policy, sft_stage
+        from agentgym_train.tiny import TINY_MARKER
+        from agentgym_train.trainers.sft import expert_chats
 
         started = time.perf_counter()
         pipeline, args = parse_settings(settings)
         if pipeline.torch_threads:
             torch.set_num_threads(pipeline.torch_threads)
         env_kwargs = args.env_kwargs or {}
-        model_path = pipeline.model
-        if model_path == "tiny":
-            tiny = TinyModelConfig(
-                env_ids=experiment.task_mix,
-                env_kwargs=env_kwargs,
-                hidden_size=pipeline.tiny_hidden_size,
-                num_hidden_layers=pipeline.tiny_layers,
-                num_attention_heads=pipeline.tiny_heads,
-                num_key_value_heads=max(1, pipeline.tiny_heads // 2),
-                intermediate_size=pipeline.tiny_intermediate_size,
-                seed=seed,
-            )
-            model_path = str(build_tiny_model(work / "tiny-model", tiny))
-        model, tokenizer = load_model(model_path)
+        model_path, model, tokenizer = build_policy(pipeline, experiment.task_mix, env_kwargs, seed, work)
         if pipeline.sft_steps > 0:  # the same number of expert episodes from every level, shuffled together
             per_level = max(1, pipeline.sft_episodes // len(experiment.task_mix))
             chats = [
@@ -109,16 +84,7 @@ def prepare_seed(experiment: Experiment, seed: int) -> None:
             import random
 
             random.Random(seed).shuffle(chats)
-            run_sft(
-                model,
-                tokenizer,
-                chats,
-                str(work / "sft"),
-                max_steps=pipeline.sft_steps,
-                batch_size=pipeline.sft_batch_size,
-                learning_rate=pipeline.sft_learning_rate,
-                seed=seed,
-            )
+            sft_stage(model, tokenizer, chats, pipeline, work / "sft", seed)
         start = work / "start-model"
         model.save_pretrained(start)
         tokenizer.save_pretrained(start)
