@@ -54,6 +54,8 @@ class ProbeEnv(TextEnv):
     def _step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if action == "boom":
             raise RuntimeError("the backend exploded")
+        if action == "wait":  # a slow step, to hold the session's lock
+            time.sleep(1.5)
         if action == "end":
             return "done", 1.0, True, False, {"valid_action": True, "success": True}
         return f"not an action: {action[:20]}", 0.0, False, False, {"valid_action": False, "success": False}
@@ -257,6 +259,29 @@ def test_concurrent_calls_on_one_session_run_in_order(http, server) -> None:
     assert sorted(r.json()["observation"] for r in replies) == expected
     assert http.get(f"/sessions/{sid}").json()["steps"] == 16
     http.delete(f"/sessions/{sid}")
+
+
+def test_concurrent_deletes_of_one_session_close_it_once_and_the_others_get_404(http, server) -> None:
+    sid = http.post("/sessions", json={"env_id": PROBE}).json()["session_id"]
+    http.post(f"/sessions/{sid}/reset", json={})
+    closed_before = ProbeEnv.closed
+    statuses: list[int] = []
+
+    def delete() -> None:
+        statuses.append(httpx.delete(f"{server.base_url}/sessions/{sid}", timeout=30).status_code)
+
+    step = threading.Thread(target=lambda: http.post(f"/sessions/{sid}/step", json={"action": "wait"}))
+    step.start()
+    time.sleep(0.3)  # the 1.5 s step holds the session's lock; the deletes queue behind it
+    deletes = [threading.Thread(target=delete) for _ in range(8)]
+    for thread in deletes:
+        thread.start()
+    for thread in [step, *deletes]:
+        thread.join()
+    assert sorted(statuses) == [200] + [404] * 7
+    assert ProbeEnv.closed == closed_before + 1
+    after = http.delete(f"/sessions/{sid}")
+    assert after.status_code == 404 and after.json()["error_type"] == "SessionNotFound"
 
 
 def test_a_repeated_call_number_is_answered_once(http) -> None:

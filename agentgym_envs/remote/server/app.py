@@ -234,8 +234,12 @@ def create_app(
 
     @app.delete("/sessions/{session_id}", response_model=P.CloseResponse, tags=["sessions"], responses=_ERRORS)
     async def close_session(session_id: str) -> dict[str, Any]:
-        """Close the session's env (after its call in flight, if any) and free its backend."""
-        await manager.close(manager.get(session_id))
+        """Close the session's env (after its call in flight, if any) and free its backend.
+
+        Of concurrent closes of one session, one closes it; the others are answered 404, as a later one is.
+        """
+        if not await manager.close(manager.get(session_id)):
+            manager.get(session_id)  # closed meanwhile: raises the 404 of a session that is gone
         return {"session_id": session_id, "closed": True}
 
     @app.post("/sessions/{session_id}/reset", response_model=P.ResetResponse, tags=["sessions"], responses=_ERRORS)

@@ -407,17 +407,19 @@ class SessionManager:
             )
         return session
 
-    async def close(self, session: Session) -> None:
-        """Close `session` once its current call (if any) is done; idempotent."""
+    async def close(self, session: Session) -> bool:
+        """Close `session` once its current call (if any) is done; whether this call closed it (False: it
+        was closed already, e.g. by a concurrent close waiting on the same call)."""
         async with session.lock:
             if session.closed:
-                return
+                return False
             session.closed = True
             self.sessions.pop(session.id, None)
             if session.compat_id is not None:
                 self.compat.pop(session.compat_id, None)
             await self.pool.run(session.slot, session.do_close)
             self.pool.release(session.slot)
+            return True
 
     async def call(self, session: Session, fn: Any, *args: Any, seq: int | None = None) -> Any:
         """Run `fn(*args)` (a `Session.do_*` method) on the session's thread, under its lock.

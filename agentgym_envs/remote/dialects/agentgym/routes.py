@@ -190,7 +190,8 @@ class AgentGymRoutes:
     async def close(self, body: dict[str, Any]) -> Any:
         dialect = await self.dialect()
         compat_id = int_field(body, dialect.id_field)
-        await self.manager.close(self._session(dialect, compat_id))
+        if not await self.manager.close(self._session(dialect, compat_id)):  # a concurrent close came first
+            raise dialect.unknown_id(compat_id, self.manager.reaped_after(compat_id))
         return dialect.closed(compat_id)
 
 
