@@ -18,10 +18,10 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
     the user's message). `step(model_output)` records the reply as the assistant's message, parses
     the action out of it, steps the env, and appends the observation as the next user message. A
     reply with no parsable action costs a turn and is answered with a format reminder (the env is
-    not stepped). At `max_turns` turns the episode ends with `truncated=True`; `max_turns` may be
-    changed between episodes (the max-turn scheduler does). The wrapper owns the episode's statistics:
-    the final info holds them under `stats_key` (`info["episode"]`, as Gymnasium's
-    `RecordEpisodeStatistics`): turns, return, success, invalid replies, invalid actions, repeated
+    not stepped). At `max_turns` turns the episode ends with `truncated=True`; `limit_turns` changes
+    it between episodes (the rollout engine does, for the max-turn scheduler). The wrapper owns the
+    episode's statistics: the final info holds them under `stats_key` (`info["episode"]`, as
+    Gymnasium's `RecordEpisodeStatistics`): turns, return, success, invalid replies, invalid actions, repeated
     actions, wall time, and `steps`: one record per turn (the action as parsed or None, format error,
     valid action, reward), what transcripts need besides `messages`. A caller that ends an episode
     early (a policy that gives up) reads them so far from `episode_stats()`.
@@ -65,7 +65,8 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
             layer = layer.env
         super().__init__(env)
         base = env.unwrapped
-        self.max_turns = max_turns if max_turns is not None else getattr(base, "default_max_turns", None)
+        self.max_turns: int | None = None
+        self.limit_turns(max_turns)
         self.parser = get_parser(parser if parser is not None else getattr(base, "action_format", "action_line"))
         if history is not None and history < 0:
             raise ValueError(f"history must be None or >= 0, got {history}")
@@ -92,6 +93,10 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
     @property
     def turns(self) -> int:
         return self._stats.get("turns", 0)
+
+    def limit_turns(self, max_turns: int | None) -> None:
+        """The turn limit from the next step on; None: the scenario's `default_max_turns` (None there: no limit)."""
+        self.max_turns = max_turns if max_turns is not None else getattr(self.env.unwrapped, "default_max_turns", None)
 
     def episode_stats(
         self, *, success: bool = False, terminated: bool = False, truncated: bool = False

@@ -367,7 +367,7 @@ class RolloutEngine:
                 _close_quietly(env)
                 raise EnvTimeoutError("the env was made after its call had timed out")
         env = slot.env
-        env.max_turns = self.max_turns if self.max_turns is not None else env.unwrapped.default_max_turns
+        env.limit_turns(self.max_turns)
         observation, info = env.reset(seed=task.seed, options=task.options())
         budget = self.max_turn_tokens or min(turn_tokens_for(env), self.max_completion_length)
         stops = self.stop_strings if self.stop_strings is not None else stop_strings_for(env)
