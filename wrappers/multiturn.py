@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 
 from agentgym_envs.core import EpisodeOverError
 from agentgym_wrappers.parsers import ParseError, Parser, get_parser
+from agentgym_wrappers.stops import stop_strings_for
 
 
 class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
@@ -33,6 +35,8 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
         history: Keep only the last `history` exchanges in `messages` (the system prompt and the
             first observation, which states the task, always stay). None keeps everything.
         system_prompt: Overrides the scenario's system prompt.
+        stop_strings: Where the model's replies should stop (`stop_strings`, handed on to generation);
+            None: the scenario's (`agentgym_wrappers.stops.stop_strings_for`).
         stats_key: The final info's key of the episode statistics.
 
     Examples:
@@ -56,6 +60,7 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
         parser: str | Parser | None = None,
         history: int | None = None,
         system_prompt: str | None = None,
+        stop_strings: Sequence[str] | None = None,
         stats_key: str = "episode",
     ):
         layer = env
@@ -72,6 +77,7 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
             raise ValueError(f"history must be None or >= 0, got {history}")
         self.history = history
         self.system_prompt = system_prompt if system_prompt is not None else getattr(base, "system_prompt", "")
+        self._stop_strings = None if stop_strings is None else tuple(stop_strings)
         self.stats_key = stats_key
         self.transcript: list[dict[str, str]] = []
         self.steps: list[dict[str, Any]] = []
@@ -89,6 +95,11 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
             return [dict(m) for m in self.transcript]
         tail = self.transcript[len(self.transcript) - 2 * self.history :] if self.history else []
         return [dict(m) for m in self.transcript[:head] + tail]
+
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        """Where the model's replies stop: the ones given, else the scenario's (`stop_strings_for`)."""
+        return self._stop_strings if self._stop_strings is not None else stop_strings_for(self.env)
 
     @property
     def turns(self) -> int:

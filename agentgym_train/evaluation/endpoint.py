@@ -31,7 +31,7 @@ import gymnasium as gym
 
 from agentgym_train.evaluation.evaluate import EvalResult, episode_row, split_tasks, summarize_episodes
 from agentgym_wrappers import MultiTurnWrapper
-from agentgym_wrappers.stops import MAX_ENDPOINT_STOPS, find_stop, stop_strings_for, turn_tokens_for
+from agentgym_wrappers.stops import MAX_ENDPOINT_STOPS, find_stop, turn_tokens_for
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 
@@ -175,7 +175,7 @@ def evaluate_endpoint(
             with lock:
                 envs.append(local.env)
         env, (task_id, sample) = local.env, job
-        stops, budget = stop_strings_for(env), turn_tokens_for(env)
+        stops, budget = env.stop_strings, turn_tokens_for(env)
         env.reset(seed=seed + sample, options={"split": split, "task_id": task_id})
         stopped_by = []
         while True:

@@ -47,7 +47,7 @@ from agentgym_train.rollout.calls import EnvTimeoutError, run_calls
 from agentgym_train.rollout.stops import StopStrings
 from agentgym_train.rollout.templates import ChatRenderer
 from agentgym_wrappers import MultiTurnWrapper
-from agentgym_wrappers.stops import stop_strings_for, turn_tokens_for
+from agentgym_wrappers.stops import turn_tokens_for
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +195,8 @@ class RolloutEngine:
     def _make(self, env_id: str) -> MultiTurnWrapper:
         import agentgym_envs  # noqa: F401  (registers the ids, also in worker processes)
 
-        return MultiTurnWrapper(gym.make(env_id, **self.env_kwargs), system_prompt=self.system_prompt)
+        env = gym.make(env_id, **self.env_kwargs)
+        return MultiTurnWrapper(env, system_prompt=self.system_prompt, stop_strings=self.stop_strings)
 
     def _take(self, tasks: Sequence[Task]) -> list[_Slot]:
         """A slot per task, with a pooled env where one is free (the others are made on first use)."""
@@ -370,14 +371,13 @@ class RolloutEngine:
         env.limit_turns(self.max_turns)
         observation, info = env.reset(seed=task.seed, options=task.options())
         budget = self.max_turn_tokens or min(turn_tokens_for(env), self.max_completion_length)
-        stops = self.stop_strings if self.stop_strings is not None else stop_strings_for(env)
         return Episode(
             task=task,
             prompt_ids=self.renderer.prompt_ids(env.messages),
             category=info.get("category"),
             kind=info.get("kind"),
             max_turn_tokens=budget,
-            stop_strings=stops,
+            stop_strings=env.stop_strings,
             state_keys=[state_key(env, observation)],
         )
 

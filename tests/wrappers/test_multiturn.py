@@ -95,6 +95,12 @@ def test_statistics_so_far_and_under_their_own_key() -> None:
     assert info["record"]["turns"] == 3 and info["record"]["truncated"] and info["record"]["repeated_actions"] == 1
 
 
+def test_stop_strings_are_the_scenarios_unless_given() -> None:
+    assert babyai().stop_strings == BabyAIEnv.stop_strings == ("\nObservation:",)
+    assert babyai(stop_strings=["\nDone"]).stop_strings == ("\nDone",)
+    assert babyai(stop_strings=()).stop_strings == ()
+
+
 def test_history_bound_keeps_task_and_last_turns() -> None:
     env = babyai(history=2, max_turns=10)
     env.reset(seed=0)
