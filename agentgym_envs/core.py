@@ -177,6 +177,18 @@ class EpisodeOverError(RuntimeError):
     """Raised by `TextEnv.step` when the episode has already terminated or been truncated."""
 
 
+def reset_options(options: Any) -> Mapping[str, Any]:
+    """`options` of a `reset` checked for its type: a dict (or None, for none); raises TypeError otherwise."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise TypeError(
+            f"reset options must be a dict such as {{'task_id': 'GoToLocal/5'}} or {{'split': 'test'}} (keys "
+            f"'task_id' and/or 'split'), or None; got {type(options).__name__}: {options!r:.80}"
+        )
+    return options
+
+
 class TextEnv(gym.Env[str, str]):
     """Base class of every AgentGym text environment.
 
@@ -268,7 +280,7 @@ class TextEnv(gym.Env[str, str]):
     # ---- the Gymnasium API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = dict(options or {})
+        options = dict(reset_options(options))
         unknown = set(options) - {"task_id", "split"}
         if unknown:
             raise ValueError(f"unknown reset options {sorted(unknown)}; expected 'task_id' and/or 'split'")

@@ -132,3 +132,26 @@ def test_registration_is_on_import() -> None:
     assert "AgentGym/BabyAI-v0" in gym.registry
     assert "AgentGym/BabyAI-GoToLocal-v0" in agentgym_envs.registered_ids
     assert set(agentgym_envs.PRIMARY_IDS) <= set(agentgym_envs.registered_ids)
+
+
+@pytest.mark.parametrize("env_id", ["AgentGym/BabyAI-v0", "AgentGym/TextCraft-v0", "remote"])
+def test_reset_options_that_are_not_a_dict_say_what_options_must_be(env_id) -> None:
+    if env_id == "remote":
+        from agentgym_envs.remote import RemoteEnv
+        from agentgym_envs.remote.server import create_app
+        from agentgym_envs.remote.server.local import ServerThread
+
+        server = ServerThread(create_app(["AgentGym/BabyAI-v0"], ttl=None)).start()
+        env = RemoteEnv(server.base_url, "AgentGym/BabyAI-v0")
+    else:
+        server, env = None, gym.make(env_id)
+    try:
+        for options in ["task_id=3", ["task_id", 3], 5, ("split", "test")]:
+            with pytest.raises(TypeError, match=r"reset options must be a dict .*'task_id'.*'split'") as error:
+                env.reset(options=options)
+            assert type(options).__name__ in str(error.value) and "dictionary update" not in str(error.value)
+        assert env.reset(options={"split": "test"})[1]["split"] == "test"  # a dict still works
+    finally:
+        env.close()
+        if server is not None:
+            server.stop()

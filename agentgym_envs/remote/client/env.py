@@ -9,7 +9,7 @@ from urllib.parse import quote
 import gymnasium as gym
 import numpy as np
 
-from agentgym_envs.core import EpisodeOverError, TextEnv
+from agentgym_envs.core import EpisodeOverError, TextEnv, reset_options
 from agentgym_envs.remote import wire
 from agentgym_envs.remote.client.transport import HTTPTransport
 from agentgym_envs.remote.description import EnvDescription, text_space
@@ -185,6 +185,7 @@ class RemoteEnv(TextEnv):
 
     # ---- the Gymnasium API ------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        reset_options(options)  # its type, as the local env checks it, before a round trip
         gym.Env.reset(self, seed=seed)  # the local generator follows Gymnasium's seeding rules too
         body = {"seed": None if seed is None else int(seed), "options": _plain(options)}
         try:
