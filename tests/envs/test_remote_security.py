@@ -425,3 +425,27 @@ def test_deeply_nested_bodies_are_refused_with_422_on_every_route_and_the_frame_
         assert frame["type"] == "error" and "more than 64 deep" in json.dumps(frame), frame
         ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
         assert json.loads(ws.recv())["type"] == "observation"  # the connection goes on
+
+
+def test_two_authorization_headers_are_refused_whichever_comes_last() -> None:
+    right, wrong = ("authorization", "Bearer s3cret"), ("authorization", "Bearer guess")
+    with ServerThread(create_app([BABYAI], ttl=None, token="s3cret")) as server:
+        with httpx.Client(base_url=server.base_url) as http:
+            assert http.get("/health", headers=[right]).status_code == 200
+            assert http.get("/health", headers=[wrong]).status_code == 401
+            for headers in ([wrong, right], [right, wrong], [right, right]):
+                for method, path in (("GET", "/health"), ("POST", "/sessions"), ("POST", "/create")):
+                    reply = http.request(method, path, headers=[*headers, ("content-type", "application/json")])
+                    assert reply.status_code == 400, (headers, path, reply.text)
+                    assert "more than one Authorization header" in reply.json()["detail"]
+            assert http.get("/sessions", headers=[right]).json()["sessions"] == []  # nothing was made
+        from websockets.exceptions import InvalidStatus
+        from websockets.sync.client import connect
+
+        url = server.base_url.replace("http://", "ws://") + f"/openenv/{BABYAI}/ws"
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url, additional_headers=[wrong, right])
+        assert refused.value.response.status_code == 400
+        with connect(url, additional_headers=[right]) as ws:  # one header: the handshake passes
+            ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+            assert json.loads(ws.recv())["type"] == "observation"

@@ -20,7 +20,8 @@ Routes (JSON; the OpenAPI schema at `/openapi.json` and `/docs` has every body):
 | `/openenv/<env id>/health`, `/schema`, `/metadata`, `/mcp`, WebSocket `/ws` | OpenEnv's protocol (`dialects`) |
 
 Errors are JSON `{"detail": ..., "error_type": ...}`: unknown session or env id 404, malformed body
-422, step after the episode ended 409, session cap 429, body too large 413, missing token 401, a
+422 (so is one nested past 64 levels), step after the episode ended 409, session cap 429, body too
+large 413, missing token 401, more than one Authorization header 400, a
 kwarg the client may not choose 403, a `Host` the server is not addressed by or a foreign `Origin`
 403, a body that is not `application/json` 415, a request head or body that does not arrive in time
 408, a backend failure 500 with its message, an env call past the call timeout 504 (its session is
@@ -76,6 +77,7 @@ DEFAULT_WORKERS = 16
 DEFAULT_MAX_BODY_BYTES = 64 << 20
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": P.ErrorReply, "description": "More than one Authorization header"},
     401: {"model": P.ErrorReply, "description": "Missing or wrong bearer token"},
     403: {"model": P.ErrorReply, "description": "A kwarg a client may not choose; a foreign Host or Origin"},
     404: {"model": P.ErrorReply, "description": "Unknown session or env id"},

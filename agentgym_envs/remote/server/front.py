@@ -38,6 +38,12 @@ class _BodyTooLarge(Exception):
 
 _MAX_ERRORS = 20
 
+#: The reply to a request with more than one Authorization header: which one counts would be a guess.
+_TWO_AUTHORIZATIONS = {
+    "detail": "the request has more than one Authorization header; send exactly one, 'Authorization: Bearer <token>'",
+    "error_type": "AmbiguousRequest",
+}
+
 
 def validation_reply(errors: list[dict[str, Any]]) -> dict[str, Any]:
     """A 422 body: the first errors without their inputs, each location and message cut short (a key of
@@ -96,9 +102,11 @@ class Front:
                 await self.app(scope, receive, send)
             return
         authorization = length = host = origin = content_type = chunked = None
+        authorizations = 0
         for key, value in scope["headers"]:
             if key == b"authorization":
                 authorization = value
+                authorizations += 1
             elif key == b"content-length":
                 length = value
             elif key == b"host":
@@ -114,6 +122,9 @@ class Front:
             await _send_json(send, *refusal)
             return
         expected = self.expected
+        if expected is not None and authorizations > 1:
+            await _send_json(send, 400, _TWO_AUTHORIZATIONS)
+            return
         if expected is not None and (authorization is None or not hmac.compare_digest(authorization, expected)):
             await _send_json(
                 send,
@@ -148,6 +159,8 @@ class Front:
         refusal = self.guard.foreign(headers.get(b"host"), headers.get(b"origin"))
         authorization = headers.get(b"authorization")
         expected = self.expected
+        if refusal is None and expected and sum(key == b"authorization" for key, _ in scope["headers"]) > 1:
+            refusal = 400, _TWO_AUTHORIZATIONS
         if refusal is None and expected and (authorization is None or not hmac.compare_digest(authorization, expected)):
             detail = "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the handshake"
             refusal = 401, {"detail": detail, "error_type": "AuthenticationError"}
