@@ -153,6 +153,10 @@ class Recorder:
         self.write()
 
     def write(self) -> None:
+        # re-read first: settings run side by side each write only their own entry
+        if self.path.is_file():
+            self.document = json.loads(self.path.read_text())
+        self.document["settings"][self.name] = self.entry
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(self.document, indent=1) + "\n")
 
@@ -213,7 +217,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rl-lr", type=float, default=1e-5)
     parser.add_argument("--lora-r", type=int, default=0, help="LoRA rank on every linear layer (0: full weights)")
     parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient (0: no reference model)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="SFT data and training")
+    parser.add_argument("--eval-seed", type=int, default=0, help="evaluation sampling (the same for every setting)")
     parser.add_argument("--work", default="/tmp/real_model_learning", help="scratch directory for trainer output")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     return parser.parse_args()
@@ -233,16 +238,16 @@ def main() -> None:
         "max_turn_tokens": args.max_turn_tokens,
         "max_completion_length": args.max_completion_length,
         "temperature": args.temperature,
-        "seed": args.seed,
+        "seed": args.eval_seed,
         "progress": False,
     }
 
     # references on the same held-out tasks: uniform over the listed actions, and the scripted player
     held_out = [str(t) for t in split_tasks(env_id, "test", args.eval_tasks)]
-    random_policy = evaluate_random(env_id, num_tasks=args.eval_tasks, max_turns=args.max_turns, seed=args.seed)
+    random_policy = evaluate_random(env_id, num_tasks=args.eval_tasks, max_turns=args.max_turns, seed=args.eval_seed)
     scripted_rows = [
         {"task_id": p["task_id"], "success": float(p["success"]), "return": float(p["success"]), "turns": 0}
-        for p in play_scripted(env_id, "test", held_out, args.max_turns, args.seed)
+        for p in play_scripted(env_id, "test", held_out, args.max_turns, args.eval_seed)
     ]
     rec.stage("random", {"success": _estimate(random_policy.success)})
     rec.stage("scripted", {"success": _estimate(summarize_episodes(scripted_rows).success)})
@@ -261,8 +266,9 @@ def main() -> None:
     if args.zero_shot_from:
         # the zero-shot stage of an earlier setting of the file, run under the same evaluation settings
         earlier = rec.document["settings"][args.zero_shot_from]
-        same = ("model", "level", "max_turns", "max_turn_tokens", "temperature", "eval_tasks", "seed")
-        if any(earlier["args"][key] != vars(args)[key] for key in same):
+        same = ("model", "level", "max_turns", "max_turn_tokens", "temperature", "eval_tasks", "eval_seed")
+        ran = {**earlier["args"], "eval_seed": earlier["args"].get("eval_seed", earlier["args"]["seed"])}
+        if any(ran[key] != vars(args)[key] for key in same):
             raise ValueError(f"--zero-shot-from {args.zero_shot_from}: its settings differ in one of {same}")
         block = earlier["stages"]["zero_shot"]
         rows = [{"return": 0.0, **row} for row in block["episodes"]]  # failed episodes return 0
@@ -323,7 +329,7 @@ def main() -> None:
     trainer.train()
     trainer.engine.close()
     model = trainer.model
-    keys = ("step", "episode/success", "episode/return", "episode/turns", "episode/invalid_reply_rate", "loss")
+    keys = ("step", "episode/success", "episode/return", "episode/turns", "episode/invalid_reply_rate", "grad_norm")
     log = [{k: row[k] for k in keys if k in row} for row in trainer.state.log_history if "episode/success" in row]
     training_success = estimate([row["episode/success"] for row in log])
     rec.stage(
