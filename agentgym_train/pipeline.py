@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from transformers.trainer_callback import ProgressCallback
 
 from agentgym_train.config_files import DEFAULT_CONFIG
+from agentgym_train.stages import save_trained_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
@@ -246,45 +247,6 @@ def on_training_device(model: Any) -> Iterator[None]:
         yield
 
 
-def save_trained_model(trainer: Any, tokenizer: Any, path: Path, tiny_source: str | Path | None = None) -> None:
-    """Save a trainer's model to `path` as one full checkpoint; call it on every process.
-
-    `trainer.save_model` gathers the full weights under FSDP and DeepSpeed ZeRO-3 (a collective call)
-    and the main process alone writes them, with the tokenizer and, when `tiny_source` is a tiny
-    model's directory, its marker file. Every process returns after the files are complete.
-    """
-    from agentgym_train.tiny import TINY_MARKER
-
-    trainer.save_model(str(path))
-    if trainer.is_world_process_zero():
-        tokenizer.save_pretrained(str(path))
-        if tiny_source is not None and (Path(tiny_source) / TINY_MARKER).is_file():
-            (path / TINY_MARKER).write_text((Path(tiny_source) / TINY_MARKER).read_text())
-    trainer.accelerator.wait_for_everyone()  # no process reads `path` before the main one has written it
-
-
-def save_rl_model(trainer: MultiTurnGRPOTrainer, tokenizer: Any, path: Path) -> Any | None:
-    """Save the trained policy to `path`; call it on every process.
-
-    Under FSDP and DeepSpeed ZeRO-3 saving gathers the full weights, a collective call (the main
-    process writes them). Returns, on the main process, the model to evaluate on the training
-    device in the training dtype (reloaded from `path` when the trainer sharded the model's own
-    weights in place); None on the others.
-    """
-    from agentgym_train.tiny import load_model, training_dtype
-
-    save_trained_model(trainer, tokenizer, path)
-    if not trainer.is_world_process_zero():
-        return None
-    if trainer.is_deepspeed_enabled:
-        from transformers.integrations.deepspeed import unset_hf_deepspeed_config
-
-        unset_hf_deepspeed_config()  # a plain load here, not ZeRO-3's partitioned one (a collective call)
-    if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
-        return load_model(path, training_dtype(trainer.args))[0].to(trainer.accelerator.device)
-    return trainer.model
-
-
 def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     """Run the whole pipeline; return (and write) the results. Under several processes (`accelerate
     launch`) every process trains and saves; the main one alone evaluates after RL and writes the
@@ -298,7 +260,7 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
 
     from agentgym_train.evaluation.evaluate import evaluate_random, paired_difference
     from agentgym_train.scheduler import MaxTurnScheduler
-    from agentgym_train.stages import build_policy, evaluate_stage, sft_stage
+    from agentgym_train.stages import build_policy, evaluate_stage, rl_stage, sft_stage
     from agentgym_train.tiny import count_parameters, load_model, training_dtype
     from agentgym_train.trainers.sft import collected_chats, expert_chats
 
@@ -398,13 +360,16 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
             stage(pipeline.algorithm, t0)
     else:
         scheduler = MaxTurnScheduler.stages(pipeline.max_turn_schedule, pipeline.max_turn_every)
-        trainer = ALGORITHMS[pipeline.algorithm](model, args, processing_class=tokenizer, callbacks=[scheduler])
-        if not args.disable_tqdm:
-            trainer.remove_callback(ProgressCallback)
-            trainer.add_callback(PhaseProgress(pipeline.algorithm.upper(), RL_POSTFIX))
-        trainer.train(resume_from_checkpoint=resume_target(args.resume_from_checkpoint, args.output_dir))
-        trainer.engine.close()
-        trained = save_rl_model(trainer, tokenizer, out / "rl-model")
+        trained, trainer = rl_stage(
+            ALGORITHMS[pipeline.algorithm],
+            model,
+            tokenizer,
+            args,
+            out / "rl-model",
+            callbacks=[scheduler],
+            resume_from_checkpoint=resume_target(args.resume_from_checkpoint, args.output_dir),
+            progress=None if args.disable_tqdm else PhaseProgress(pipeline.algorithm.upper(), RL_POSTFIX),
+        )
         if trained is None:
             # What follows (plot, evaluation, results.json) is the main process's alone and makes no collective
             # call: the others end here instead of waiting in a barrier that a long evaluation would time out.

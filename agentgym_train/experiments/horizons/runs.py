@@ -140,7 +140,7 @@ def train_run(experiment: Experiment, rule: Rule, seed: int) -> None:
         import torch
         from transformers.trainer_utils import get_last_checkpoint
 
-        from agentgym_train.pipeline import save_rl_model
+        from agentgym_train.stages import rl_stage
         from agentgym_train.tiny import load_model
 
         started = time.perf_counter()
@@ -157,16 +157,16 @@ def train_run(experiment: Experiment, rule: Rule, seed: int) -> None:
             # Trained to the end, stopped before the evaluation: resuming would train one step more.
             model, history = type(model).from_pretrained(resume), state["log_history"]
         else:
-            trainer = _counting_trainer()(
+            model, trainer = rl_stage(
+                _counting_trainer(),
                 model,
+                tokenizer,
                 args,
-                train_dataset=mix_dataset(experiment, args),
-                processing_class=tokenizer,
+                work / "rl-model",
                 callbacks=[rule.scheduler()],
+                resume_from_checkpoint=resume,
+                train_dataset=mix_dataset(experiment, args),
             )
-            trainer.train(resume_from_checkpoint=resume)
-            trainer.engine.close()
-            model = save_rl_model(trainer, tokenizer, work / "rl-model")
             history = trainer.state.log_history
         train_time = time.perf_counter() - started
         after = evaluate_mix(model, tokenizer, experiment, pipeline, args) if pipeline.eval_tasks else None
