@@ -451,6 +451,11 @@ def _critic(
 
     `shares_base`: the policy is a LoRA model, whose frozen base a `critic="lora"` adapter reuses.
     """
+    if settings["critic"] == "full" and sharding in ("zero2", "zero3"):
+        raise ValueError(
+            "PPO's full critic does not run under DeepSpeed (MultiTurnPPOTrainer refuses it: one engine per model); "
+            "plan with --accelerate fsdp, or with critic: lora"
+        )
     if settings["critic_model_name_or_path"]:
         name = settings["critic_model_name_or_path"]
         shape = model_shape(model_config(name, settings), name)

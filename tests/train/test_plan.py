@@ -144,12 +144,14 @@ def test_reference_critic_lora_and_vllm_parts() -> None:
     base = {**POLICY_ONLY, "use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.5}
     parts = {p for p, _, _ in plan(base, 8, 80, "zero3").states}
     assert "reference model" not in parts and not any(p.startswith("critic") for p in parts)
-    result = plan({**base, "beta": 0.001, "algorithm": "ppo"}, 8, 80, "zero3")
+    with pytest.raises(ValueError, match="full critic does not run under DeepSpeed"):  # as the trainer refuses it
+        plan({**base, "algorithm": "ppo"}, 8, 80, "zero3")
+    result = plan({**base, "beta": 0.001, "algorithm": "ppo"}, 8, 80, "fsdp")
     parts = {p: b for p, b, _ in result.states}
     phi, shape = result.model.parameters, result.model
     assert parts["reference model"] == 2 * phi // 8
     critic_params = phi - shape.lm_head_parameters + shape.hidden_size + 1  # the LM head becomes a value head
-    assert parts["critic weights"] == 2 * critic_params // 8
+    assert parts["critic weights"] == pytest.approx(parts["policy weights"] * critic_params / phi, rel=1e-6)
     vllm = [b for p, b, _ in result.train if p == "vLLM reservation"]
     assert vllm == [int(0.5 * 80 * GIB)]
     asleep = plan({**base, "vllm_enable_sleep_mode": True}, 8, 80, "zero3")
