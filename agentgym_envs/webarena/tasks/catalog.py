@@ -3,6 +3,12 @@
 A directory of configs is every `*.json` file in it (each one config or a list of them, as
 `test.raw.json` is). Sub-directories named `train`, `dev` or `test` make splits; without them all
 tasks form the split `test`. Each config is a `task.Task`.
+
+WebArena's own `config_files/` loads as WebArena reads it: its `generate_test_data.py` writes every
+task of `test.raw.json` (with `__SITE__` placeholders) to `test.json` and to `<task_id>.json` (URLs
+filled in), and WebArena runs the per-task files. So a task id found in several files is taken from
+its one-config file, else from a list file, else from a `*.raw.json` list; the same id twice in files
+of one kind is an error.
 """
 
 from __future__ import annotations
@@ -45,13 +51,30 @@ def _sort_key(task_id: str) -> tuple[int, str, int]:
     return (1, head, int(tail)) if head and tail.isascii() and tail.isdigit() else (1, task_id, -1)
 
 
-def _load_file(path: Path) -> list[dict[str, Any]]:
+def _load_file(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The configs of a file and its precedence (0: one config, 1: a list, 2: a `*.raw.json` list)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise TaskConfigError(f"{path}: not valid JSON ({error})") from error
     items = data if isinstance(data, list) else [data]
-    return [_validate(item, f"{path} item {i}") for i, item in enumerate(items)]
+    rank = 0 if not isinstance(data, list) else 2 if path.name.endswith(".raw.json") else 1
+    return [_validate(item, f"{path} item {i}") for i, item in enumerate(items)], rank
+
+
+def _folder_tasks(split: str, folder: Path) -> list[Task]:
+    """The tasks of one folder's files, an id found in files of several kinds taken from the first kind
+    (see the module docstring); ids repeated within one kind are all returned, for `TaskCatalog` to refuse."""
+    ranked = [
+        (rank, Task(str(config["task_id"]), split, config, path))
+        for path in sorted(folder.glob("*.json"))
+        for configs, rank in [_load_file(path)]
+        for config in configs
+    ]
+    best: dict[str, int] = {}
+    for rank, task in ranked:
+        best[task.task_id] = min(rank, best.get(task.task_id, rank))
+    return [task for rank, task in ranked if rank == best[task.task_id]]
 
 
 class TaskCatalog:
@@ -63,8 +86,8 @@ class TaskCatalog:
             if task.task_id in self.by_id:
                 other = self.by_id[task.task_id].source
                 raise TaskConfigError(
-                    f"task_id {task.task_id} appears twice ({other} and {task.source}); keep either WebArena's "
-                    "test.raw.json or the per-task files generated from it in the directory, not both"
+                    f"task_id {task.task_id} appears twice ({other} and {task.source}); task ids must be unique "
+                    "(only a one-config file may repeat a task of a list file such as test.json, which it replaces)"
                 )
             self.by_id[task.task_id] = task
         self.by_split: dict[str, list[Task]] = {}
@@ -80,12 +103,7 @@ class TaskCatalog:
             raise TaskConfigError(f"task config directory {str(root)!r} does not exist or is not a directory")
         split_dirs = [root / split for split in SPLIT_DIRS if (root / split).is_dir()]
         layout = [(d.name, d) for d in split_dirs] if split_dirs else [("test", root)]
-        tasks = [
-            Task(str(config["task_id"]), split, config, path)
-            for split, folder in layout
-            for path in sorted(folder.glob("*.json"))
-            for config in _load_file(path)
-        ]
+        tasks = [task for split, folder in layout for task in _folder_tasks(split, folder)]
         if not tasks:
             raise TaskConfigError(f"no WebArena task configs (*.json) found in {str(root)!r}")
         return cls(tasks)

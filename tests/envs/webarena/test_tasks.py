@@ -38,6 +38,30 @@ def test_a_raw_list_file_and_single_files_load_into_the_test_split(tmp_path: Pat
     assert catalog.by_id["2"].category == "shopping_admin"
 
 
+def test_webarenas_own_config_files_after_generate_test_data_load_as_webarena_runs_them(tmp_path: Path) -> None:
+    # generate_test_data.py: test.raw.json (placeholders) -> test.json and N.json (URLs filled in).
+    raw = [raw_config(i) for i in range(3)]
+    (tmp_path / "test.raw.json").write_text(json.dumps(raw))
+    filled = json.loads(json.dumps(raw).replace("__SHOPPING_ADMIN__", "http://host:7780/admin"))
+    filled = json.loads(json.dumps(filled).replace("__SHOPPING__", "http://host:7770"))
+    (tmp_path / "test.json").write_text(json.dumps(filled))
+    for config in filled:
+        (tmp_path / f"{config['task_id']}.json").write_text(json.dumps(config))
+    catalog = TaskCatalog.from_directory(tmp_path)
+    assert [t.task_id for t in catalog.by_split["test"]] == ["0", "1", "2"]
+    assert [t.source.name for t in catalog.by_split["test"]] == ["0.json", "1.json", "2.json"]  # what run.py reads
+    assert catalog.by_id["1"].config["start_url"] == "http://host:7780/admin"
+
+    for n in range(3):  # without the per-task files: test.json's URLs, not the raw placeholders
+        (tmp_path / f"{n}.json").unlink()
+    catalog = TaskCatalog.from_directory(tmp_path)
+    assert {t.source.name for t in catalog.by_id.values()} == {"test.json"} and len(catalog.by_id) == 3
+
+    (tmp_path / "copy.json").write_text(json.dumps(filled[:1]))  # two lists with task 0: still an error
+    with pytest.raises(TaskConfigError, match=r"task_id 0 appears twice \(.*copy.json and .*test.json\)"):
+        TaskCatalog.from_directory(tmp_path)
+
+
 def test_split_directories_make_splits(tmp_path: Path) -> None:
     for split, ids in (("train", [1, 2]), ("test", [3])):
         (tmp_path / split).mkdir()
