@@ -147,6 +147,13 @@ class ServeCommand(Command):
         p.add_argument("--token", default=None, help="bearer token every request must carry (default: $AGENTGYM_TOKEN)")
         p.add_argument("--max-sessions", type=int, default=1024, help="sessions at once (429 past it)")
         p.add_argument("--ttl", type=float, default=600.0, help="seconds before an idle session is closed (0: never)")
+        p.add_argument(
+            "--compat-ttl",
+            type=float,
+            default=3600.0,
+            help="the same for sessions made on AgentGym's /create route (default: 3600, above AgentGym-RL's "
+            "2400 s client timeout; 0: never)",
+        )
         p.add_argument("--workers", type=int, default=16, help="threads for blocking env calls")
         p.add_argument(
             "--env-kwargs",
@@ -195,6 +202,7 @@ class ServeCommand(Command):
                 "token": args.token,
                 "max_sessions": args.max_sessions,
                 "ttl": args.ttl,
+                "compat_ttl": args.compat_ttl,
                 "workers": args.workers,
                 "env_kwargs": load_env_kwargs(args.env_kwargs, args.env_config, args.env_ids),
                 "allowed_hosts": args.allowed_host,

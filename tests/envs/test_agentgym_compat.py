@@ -369,3 +369,18 @@ def test_compat_ttl_is_the_operators_even_below_ttl_and_the_429_tells_both() -> 
         detail = http.post("/sessions", json={}).json()["detail"]
         assert "those made on AgentGym's /create never (--compat-ttl 0)" in detail, detail
         assert "none of the open ones will be closed for idleness" in detail, detail
+
+
+def test_serve_takes_compat_ttl_and_shows_its_default(monkeypatch, capsys) -> None:
+    import agentgym_envs.remote.server as server_module
+    from agentgym_train.cli import main as cli
+
+    with pytest.raises(SystemExit):
+        cli(["serve", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--compat-ttl" in help_text and f"default: {compat.COMPAT_TTL:g}" in help_text, help_text
+    given: dict[str, Any] = {}
+    monkeypatch.setattr(server_module, "serve", lambda env_ids, host, port, **options: given.update(options))
+    assert cli(["serve", GENERIC, "--compat-ttl", "90"]) == 0
+    assert given["compat_ttl"] == 90.0 and given["ttl"] == 600.0
+    assert cli(["serve", GENERIC]) == 0 and given["compat_ttl"] == compat.COMPAT_TTL
