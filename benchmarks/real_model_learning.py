@@ -255,6 +255,8 @@ def main() -> None:
     print(_row("scripted player", rec.entry["stages"]["scripted"]), flush=True)
 
     model, tokenizer = load_model(args.model)
+    if torch.cuda.is_available():  # evaluation plays on the model's device; the trainers place it themselves
+        model.to("cuda")
     results: dict[str, EvalResult] = {}
 
     def evaluate(stage: str) -> None:
