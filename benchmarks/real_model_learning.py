@@ -42,7 +42,6 @@ import torch
 
 import agentgym_envs  # noqa: F401  (registers the AgentGym ids)
 from agentgym_envs.babyai.env import BabyAIEnv
-from agentgym_train.checkpoints import SMOLLM2_NAME
 from agentgym_train.evaluation.evaluate import (
     EvalResult,
     estimate,
@@ -52,6 +51,7 @@ from agentgym_train.evaluation.evaluate import (
     split_tasks,
     summarize_episodes,
 )
+from agentgym_train.smollm2 import SMOLLM2_NAME
 from agentgym_train.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer, task_dataset
 from agentgym_train.trainers.sft import run_sft
