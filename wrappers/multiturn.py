@@ -115,8 +115,10 @@ class MultiTurnWrapper(gym.Wrapper[str, str, str, str]):
         """The statistics of the current episode so far (what its final info holds under `stats_key`).
 
         Args:
-            success, terminated, truncated: How the episode ended (all False: it has not, or a caller
-                ended it, e.g. a policy that gave up).
+            success: Whether the episode succeeded.
+            terminated: Whether it ended in a terminal state.
+            truncated: Whether a limit cut it (all three False: it has not ended, or a caller ended it, e.g.
+                a policy that gave up).
         """
         return {
             **self._stats,
