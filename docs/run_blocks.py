@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{outcome:8} {where} ({block.language}){': ' + detail if outcome == 'skipped' else ''}")
             if outcome == "failed":
                 print(textwrap.indent(detail, "    "))
-    print(f"docs blocks: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    print(f"docs: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
     return 1 if counts["failed"] else 0
 
 
