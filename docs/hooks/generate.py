@@ -60,6 +60,7 @@ def on_files(files: Files, config: Any) -> Files:
     for figure in sorted((RESULTS / "eval_curves").glob("*.png")):
         files.append(File.generated(config, f"results/eval_curves/{figure.name}", abs_src_path=str(figure)))
     files.append(File.generated(config, "results/curves.md", content=curves_page()))
+    files.append(File.generated(config, "results/real-model.md", content=real_model_page()))
     return files
 
 
@@ -183,3 +184,28 @@ def curves_page() -> str:
         f"![{figure.stem}](eval_curves/{figure.name})" for figure in sorted((RESULTS / "eval_curves").glob("*.png"))
     ]
     return "\n".join(lines) + "\n"
+
+
+def real_model_page() -> str:
+    """SmolLM2-135M-Instruct before and after SFT and GRPO, per setting, from `real_model_learning.json`."""
+    settings = json.loads((RESULTS / "real_model_learning.json").read_text())["settings"]
+    stages = ("random", "scripted", "zero_shot", "after_sft", "after_rl")
+
+    def cell(value: dict[str, Any] | None) -> str:
+        return "-" if not value else f"{value['mean']:.2f} [{value['low']:.2f}, {value['high']:.2f}]"
+
+    lines = ["# A real model that learns", "", "Held-out success of SmolLM2-135M-Instruct per setting of"]
+    lines += ["`benchmarks/real_model_learning.py`, from `benchmarks/results/real_model_learning.json`: the mean and"]
+    lines += ["its 95% interval over the evaluated tasks; the gain of RL over SFT is paired by task.", ""]
+    lines += ["| setting | status | " + " | ".join(stages) + " | RL - SFT | wall s |"]
+    lines.append("|---|---|" + "---|" * (len(stages) + 2))
+    notes = []
+    for name, setting in settings.items():
+        got = setting.get("stages", {})
+        gain = got.get("differences", {}).get("after_rl_minus_after_sft")
+        row = [name, setting.get("status", "-"), *(cell(got.get(stage, {}).get("success")) for stage in stages)]
+        row += [cell(gain), str(int(setting["wall_s"])) if "wall_s" in setting else "-"]
+        lines.append("| " + " | ".join(row) + " |")
+        if setting.get("note"):
+            notes.append(f"- `{name}`: {setting['note']}")
+    return "\n".join([*lines, "", *notes]) + "\n"
