@@ -20,7 +20,9 @@ from agentgym_wrappers.stops import find_stop
 
 #: The built-in formats (tests elsewhere register their own in the same registry).
 FORMATS = ("action_line", "tags", "fenced", "json", "fenced_or_action_line")
-BUDGET = settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+BUDGET = settings(
+    max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 #: Pieces that the parsers look for, mixed into random text so that near-misses are common.
 FRAGMENTS = [
