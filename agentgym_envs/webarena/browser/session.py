@@ -13,6 +13,7 @@ from typing import Any
 from agentgym_envs.webarena.browser.actions import Action
 from agentgym_envs.webarena.browser.observation import Tree, parse_snapshot, render_tree
 from agentgym_envs.webarena.browser.safety import OriginPolicy
+from agentgym_envs.webarena.scoring.functions import Unscorable
 
 _log = logging.getLogger(__name__)
 VIEWPORT = {"width": 1280, "height": 720}
@@ -361,9 +362,10 @@ class BrowserSession:
         if url is None:
             page = next(iter(self._internal_pages)) if self._internal_pages else self.page
         else:
+            if not self.policy.allows(url):  # a check the browser may not run: no score either way
+                allowed = ", ".join(sorted(self.policy.origins))
+                raise Unscorable(f"a check loads {url[:200]!r}, an origin the task does not list (it lists {allowed})")
             page = self._evaluation_page()
-            if not self.policy.allows(url):
-                return ""
             try:
                 page.goto(url, wait_until="load")
             except Exception as error:

@@ -137,6 +137,21 @@ def test_program_html_loads_each_url_and_last_stays_on_the_page_loaded() -> None
     assert evaluate(cfg, "", FakeProbe("http://shop.test/", pages)).score == 0.0  # not the agent's page
 
 
+def test_program_html_on_an_origin_the_task_does_not_list_is_unscorable() -> None:
+    """The browser may not load it, so the check is neither passed nor failed (was a plain 0)."""
+    from agentgym_envs.webarena.browser.safety import OriginPolicy
+    from agentgym_envs.webarena.browser.session import BrowserSession
+
+    session = object.__new__(BrowserSession)  # the origin check comes before any page is opened
+    session.policy = OriginPolicy(["http://shop.test"])
+    check = {"url": "http://elsewhere.test/admin", "locator": "", "required_contents": {"must_include": ["x"]}}
+    result = evaluate(config(eval_types=["program_html"], program_html=[check]), "", session)
+    assert result.score == 0.0 and result.details == [
+        {"eval_type": "program_html", "score": None, "unscorable": result.details[0]["unscorable"]}
+    ]
+    assert "http://elsewhere.test/admin" in result.unscorable and "does not list" in result.unscorable
+
+
 def test_program_html_helpers_run_by_name_never_by_eval() -> None:
     cfg = config(
         eval_types=["program_html"],
