@@ -92,7 +92,7 @@ class Episode:
     max_turn_tokens: int = 0  # this episode's reply budget
     stop_strings: tuple[str, ...] = ()  # this episode's stop strings
     turn_rewards: list[float] = field(default_factory=list)  # what the env paid on each turn
-    state_keys: list[str] = field(default_factory=list)  # per turn: the state it started from (`state_key`)
+    state_keys: list[str] = field(default_factory=list)  # per turn: its start state (with `record_states`)
     reply_spans: list[tuple[int, int]] = field(default_factory=list)  # per reply: [start, end) in completion_ids
 
     @property
@@ -147,6 +147,8 @@ class RolloutEngine:
         chat_template_kwargs: Template variables, e.g. `{"enable_thinking": False}` for Qwen3.
         env_timeout: Seconds one env call may take (making the env and resetting it count as one
             call); None: no limit.
+        record_states: Keep each turn's starting state (`Episode.state_keys`, GiGPO's anchor states); off
+            by default, since a state digest costs a sizeable share of a cheap env's step.
     """
 
     def __init__(
@@ -163,6 +165,7 @@ class RolloutEngine:
         eos_token_ids: Sequence[int] | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
         env_timeout: float | None = 300.0,
+        record_states: bool = False,
     ):
         if max_completion_length < 1 or (
             max_turn_tokens is not None and not 1 <= max_turn_tokens <= max_completion_length
@@ -185,6 +188,7 @@ class RolloutEngine:
         self.eos_token_ids = self.renderer.end_token_ids(eos_token_ids)
         self.num_env_workers = max(1, num_env_workers)
         self.env_timeout = env_timeout
+        self.record_states = record_states
         self._pool: dict[str, list[MultiTurnWrapper]] = {}
         #: Episodes ended by a failing env, over the engine's life.
         self.env_errors = 0
@@ -317,7 +321,8 @@ class RolloutEngine:
                             del episode.completion_ids[-1], episode.logprobs[-1], episode.env_mask[-1]
                             start, stop = episode.reply_spans[-1]
                             episode.reply_spans[-1] = (start, stop - 1)
-                        episode.state_keys.append(state_key(slot.env, observation))
+                        if self.record_states:
+                            episode.state_keys.append(state_key(slot.env, observation))
                         episode.completion_ids += chunk
                         episode.logprobs += [0.0] * len(chunk)
                         episode.env_mask += [0] * len(chunk)
@@ -378,7 +383,7 @@ class RolloutEngine:
             kind=info.get("kind"),
             max_turn_tokens=budget,
             stop_strings=env.stop_strings,
-            state_keys=[state_key(env, observation)],
+            state_keys=[state_key(env, observation)] if self.record_states else [],
         )
 
     def _failed_reset(self, task: Task) -> Episode:

@@ -289,6 +289,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             eos_token_ids=self.eos_token_ids,
             chat_template_kwargs=args.chat_template_kwargs,
             env_timeout=args.env_timeout,
+            record_states=args.advantage_estimator == "gigpo",
         )
         if args.overlong_buffer_len > 0:  # one more reward function, as TRL adds an environment's get_reward
             self.reward_funcs.append(trunc.overlong_penalty)

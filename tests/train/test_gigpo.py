@@ -85,12 +85,17 @@ def test_engine_records_each_turns_start_state_and_reward(tiny_babyai: Path) -> 
         ids = tokenizer(next(replies), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         return [(ids, [-0.1] * len(ids)) for _ in contexts]
 
-    engine = RolloutEngine(tokenizer, max_turns=3, max_turn_tokens=32, max_completion_length=512, env_kwargs=ENV_KWARGS)
+    options = {"max_turns": 3, "max_turn_tokens": 32, "max_completion_length": 512, "env_kwargs": ENV_KWARGS}
+    engine = RolloutEngine(tokenizer, record_states=True, **options)
     (episode,) = engine.run([Task(BABYAI, split="train", seed=3)], generate)
     engine.close()
     assert episode.turns == 3 and len(episode.state_keys) == 3 and len(episode.turn_rewards) == 3
     assert episode.state_keys[0] == episode.state_keys[2] != episode.state_keys[1]
     assert sum(episode.turn_rewards) == pytest.approx(episode.episode_return)
+    replies = iter(["Action: turn left"])
+    plain = RolloutEngine(tokenizer, **{**options, "max_turns": 1})  # no state digests unless asked
+    assert plain.run([Task(BABYAI, split="train", seed=3)], generate)[0].state_keys == []
+    plain.close()
     for (start, end), reply in zip(episode.reply_spans, episode.replies, strict=True):
         assert all(episode.env_mask[start:end])
         assert tokenizer.decode(episode.completion_ids[start:end], skip_special_tokens=True) == reply
