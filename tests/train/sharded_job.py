@@ -35,6 +35,22 @@ def treat_cpu_processes_as_gpus() -> None:
 
     PartialState._prepare_backend = prepare_backend
     PartialState.set_device = set_device
+    no_deepspeed_op_builds()
+
+
+def no_deepspeed_op_builds() -> None:
+    """DeepSpeed on CPU JIT-compiles its shared-memory collectives (deepspeed_shm_comm) with the C++
+    compiler on first use: a minute on an idle machine, past the test's limit under load, and a build
+    killed mid-way leaves torch's lock file behind, so every later DeepSpeed run waits on it forever
+    (CI's three ZeRO tests hung so). Marking every op incompatible skips the build (and DeepSpeed's
+    probe, which runs the compiler once per op); collectives then go over gloo, as the tests intend."""
+    try:
+        import deepspeed.ops
+    except ImportError:
+        return
+    from deepspeed.ops.op_builder.all_ops import ALL_OPS
+
+    deepspeed.ops.__compatible_ops__ = dict.fromkeys(ALL_OPS, False)
 
 
 def main(model_dir: str, output_dir: str, sampler: str, ds3_gather: str = "1") -> None:
