@@ -1,6 +1,6 @@
 """The TextWorld expert over the whole test split (300 games): it must win every one.
 
-    python -m agentgym_envs.textworld.prepare --split test   # build the games first (or let this do it)
+    agentgym prepare textworld --split test   # build the games first (or let this do it)
     python benchmarks/textworld_expert.py [--limit N]
 
 Prints one row per category (games won, mean turns, ms per episode) and writes

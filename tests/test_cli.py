@@ -53,3 +53,17 @@ def test_console_script_is_installed() -> None:
     script = Path(sys.executable).parent / "agentgym"
     out = subprocess.run([str(script), "list", "AgentGym/BabyAI-GoToLocal-v0"], capture_output=True, text=True)
     assert out.returncode == 0 and "AgentGym/BabyAI-GoToLocal-v0" in out.stdout
+
+
+def test_tasks_webarena_prints_the_table_and_the_held_out_templates(capsys) -> None:
+    assert main(["tasks", "webarena"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("| site | templates (held out) |") and any(r.startswith("| shopping |") for r in table)
+    assert main(["tasks", "webarena", "--held-out"]) == 0
+    held = capsys.readouterr().out.splitlines()
+    assert len(held) == 25 and all(" (" in line and "): " in line for line in held)
+
+
+def test_prepare_textworld_refuses_the_whole_train_split(capsys) -> None:
+    assert main(["prepare", "textworld", "--split", "train"]) == 2
+    assert "give --limit N" in capsys.readouterr().err

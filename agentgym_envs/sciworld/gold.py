@@ -5,25 +5,25 @@ one in its own JVM. Gold paths come, in this order, from:
 
 1. the packaged sample (`data/gold_test_sample.json.gz`): the first five test variations of each
    of the 30 task types (149 tasks; `identify-life-stages-2` has only four), generated once by
-   `python -m agentgym_envs.sciworld.gold --sample`;
+   `agentgym prepare sciworld --sample` (`build_sample`);
 2. the disk cache, one JSON file per task under `$AGENTGYM_CACHE_DIR` (default
    `~/.cache/agentgym`), `sciworld-<scienceworld version>/gold/`;
 3. a separate, deterministic JVM that `GoldPaths` starts on first need and ends on `close()`;
    what it generates goes to the disk cache.
 
-`python -m agentgym_envs.sciworld.gold --split train` fills the cache for a whole split (e.g.
+`agentgym prepare sciworld --split train` (`fill_cache`) fills the cache for a whole split (e.g.
 before SFT on expert demonstrations).
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import gzip
 import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -114,8 +114,10 @@ def _replay(jvm: ScienceWorldJVM, task_id: str, actions: list[str]) -> dict:
     return {"score": round(100 * score), "completed": bool(jvm.call("getCompleted")), "steps": len(actions)}
 
 
-def build_sample(out: Path) -> dict:
-    """Generate the gold paths of `sample_tasks()` in one JVM and replay each in another."""
+def build_sample(out: Path | None = None) -> dict:
+    """Generate the gold paths of `sample_tasks()` in one JVM and replay each in another; write them to `out`
+    (default: the packaged `data/gold_test_sample.json.gz`)."""
+    out = Path(__file__).parent / "data" / SAMPLE_FILE if out is None else out
     gold, outcomes = {}, {}
     generator, player = GoldPaths(), ScienceWorldJVM()
     try:
@@ -135,23 +137,16 @@ def build_sample(out: Path) -> dict:
     return data
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Generate ScienceWorld gold paths outside any env's JVM.")
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--sample", action="store_true", help=f"rebuild the packaged {SAMPLE_FILE}")
-    group.add_argument("--split", choices=("train", "dev", "test"), help="fill the disk cache for a split")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split")
-    args = parser.parse_args()
-    if args.sample:
-        build_sample(Path(__file__).parent / "data" / SAMPLE_FILE)
-        return
+def fill_cache(split: str, limit: int | None = None, progress: Callable[[str, int], None] | None = None) -> None:
+    """Have the gold paths of `split`'s tasks (the first `limit`) packaged or in the disk cache.
+
+    `progress` is called with each task id and the length of its gold path.
+    """
     paths = GoldPaths()
     try:
-        for task_id in split_tasks(args.split)[: args.limit]:
-            print(task_id, len(paths.get(task_id)), flush=True)
+        for task_id in split_tasks(split)[:limit]:
+            actions = paths.get(task_id)
+            if progress is not None:
+                progress(task_id, len(actions))
     finally:
         paths.close()
-
-
-if __name__ == "__main__":
-    main()

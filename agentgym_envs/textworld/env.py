@@ -34,8 +34,8 @@ class TextWorldEnv(TextEnv):
     are `"<challenge>/<settings>/<seed>"` (`"cooking/recipe2+take2+open+go6/17"`); see `tasks.py`
     for the splits (a fixed test set of 300 games, and 120,000 train games; `train_seeds` narrows
     the train split). Games are built on
-    first use and cached on disk (`games.py`); `python -m agentgym_envs.textworld.prepare --split
-    test` builds a split ahead of time.
+    first use and cached on disk (`games.py`); `agentgym prepare textworld --split test` builds a
+    split ahead of time (`prepare.py`).
 
     ## Actions
     The game's own commands as textworld lists them for the current state (its admissible

@@ -5,6 +5,7 @@ functions (`agentgym_train.cli.base.Command`, the shape of TRL's `trl/cli/comman
 - `train`: `train`
 - `evaluate`: `eval`, `report`
 - `experiment`: `experiment horizons`
+- `prepare`: `prepare sciworld` (gold paths), `prepare textworld` (games); `tasks`: `tasks webarena`
 - `collect`, `doctor`, `bench`, `plan`: one command each
 
 Imports stay light here (no torch): `agentgym list` and `agentgym play` work on the core install; each
@@ -24,6 +25,7 @@ from agentgym_train.cli.envs import ListCommand, PlayCommand, RetrievalServerCom
 from agentgym_train.cli.evaluate import EvalCommand, ReportCommand
 from agentgym_train.cli.experiment import ExperimentCommand, HorizonsCommand
 from agentgym_train.cli.plan import PlanCommand
+from agentgym_train.cli.prepare import PrepareCommand, TasksCommand
 from agentgym_train.cli.train import TrainCommand
 from agentgym_train.config_files import DEFAULT_CONFIG
 from agentgym_train.experiments.horizons import DEFAULT_CONFIG as HORIZONS_CONFIG
@@ -44,6 +46,8 @@ COMMANDS: tuple[Command, ...] = (
     DoctorCommand(),
     BenchCommand(),
     PlanCommand(),
+    PrepareCommand(),
+    TasksCommand(),
 )
 
 

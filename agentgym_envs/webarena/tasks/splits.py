@@ -13,7 +13,7 @@ A task's id is `"<template_id>/<n>"`, `n` the instance's index in the template's
 built on first use (`TemplateTask.config`): listing thousands of tasks reads each template's
 instances but builds no config.
 
-`python -m agentgym_envs.webarena.tasks --table` prints the table of sites, templates and task
+`agentgym tasks webarena` prints the table of sites, templates and task
 counts per kind (Markdown).
 """
 
