@@ -7,12 +7,16 @@ class with two deadlines: the request head must arrive within `header_timeout` o
 opening (or of its first byte after a reply), and the body within `body_timeout` of the head. A
 connection past either is answered 408 (when no reply is under way) and closed. Both are checked by
 timers armed on phase changes, so a request costs a few attribute reads, not a timer per chunk.
+With `connections` (a `connections.ConnectionLimit`), the same phase changes tell it which connections
+wait for a request, idle or are being answered, so that it bounds the open connections.
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+from agentgym_envs.connections import BUSY, IDLE, READING, ConnectionLimit
 
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_BODY_TIMEOUT = 60.0
@@ -28,9 +32,12 @@ _HEAD, _BODY = "head", "body"
 
 
 def timed_protocol(
-    header_timeout: float = DEFAULT_HEADER_TIMEOUT, body_timeout: float = DEFAULT_BODY_TIMEOUT, parser: str = "auto"
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    parser: str = "auto",
+    connections: ConnectionLimit | None = None,
 ) -> type:
-    """uvicorn's HTTP protocol class with head and body read deadlines.
+    """uvicorn's HTTP protocol class with head and body read deadlines (and `connections`' bound, if given).
 
     `parser`: "httptools" or "h11" (uvicorn's two), or "auto" (httptools where installed, else h11).
     """
@@ -55,12 +62,16 @@ def timed_protocol(
             self._read_timer: asyncio.TimerHandle | None = None
             self._read_phase: str | None = None
             super().connection_made(transport)
+            if connections is not None and not connections.admit(self, _address(transport)):
+                return  # refused (answered and closed)
             self._arm(_HEAD)
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             if self.transport.get_protocol() is not self:  # upgraded to a WebSocket: its own protocol reads now
                 self._disarm()
+                if connections is not None:
+                    connections.state(self, "upgraded")
                 return
             self._watch()
 
@@ -70,6 +81,8 @@ def timed_protocol(
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if connections is not None:
+                connections.release(self)
             super().connection_lost(exc)
 
         def _watch(self, after_reply: bool = False) -> None:
@@ -80,6 +93,8 @@ def timed_protocol(
                 # once bytes of a head have come, the head deadline runs.
                 if after_reply:
                     self._disarm()
+                    if connections is not None:
+                        connections.state(self, IDLE)
                 elif self._read_phase != _HEAD:
                     self._arm(_HEAD)
             elif cycle.more_body:
@@ -87,10 +102,14 @@ def timed_protocol(
                     self._arm(_BODY)
             elif self._read_phase is not None:
                 self._disarm()
+                if connections is not None:
+                    connections.state(self, BUSY)
 
         def _arm(self, phase: str) -> None:
             self._disarm()
             self._read_phase = phase
+            if connections is not None:
+                connections.state(self, READING)  # a body keeps the place in line its head took
             self._read_timer = self.loop.call_later(self.limits[phase], self._expire, phase)
 
         def _disarm(self) -> None:
@@ -115,10 +134,21 @@ def timed_protocol(
     return TimedHTTPProtocol
 
 
+def _address(transport: Any) -> Any:
+    """The client's address without its port (a TCP peer's host; whatever else the transport gives)."""
+    peer = transport.get_extra_info("peername")
+    return peer[0] if isinstance(peer, tuple) and peer else peer
+
+
 def uvicorn_options(
     header_timeout: float = DEFAULT_HEADER_TIMEOUT,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     keep_alive: float = DEFAULT_KEEP_ALIVE,
+    connections: ConnectionLimit | None = None,
 ) -> dict[str, Any]:
-    """The `uvicorn.Config` options of every AgentGym server: the timed protocol and the keep-alive timeout."""
-    return {"http": timed_protocol(header_timeout, body_timeout), "timeout_keep_alive": keep_alive}
+    """The `uvicorn.Config` options of every AgentGym server: the timed protocol (bounded by `connections`,
+    if given) and the keep-alive timeout."""
+    return {
+        "http": timed_protocol(header_timeout, body_timeout, connections=connections),
+        "timeout_keep_alive": keep_alive,
+    }

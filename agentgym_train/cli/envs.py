@@ -181,6 +181,19 @@ class ServeCommand(Command):
         )
         p.add_argument("--header-timeout", type=float, default=10.0, help="seconds a request head may take to arrive")
         p.add_argument("--keep-alive", type=float, default=75.0, help="seconds an idle connection is kept open")
+        p.add_argument(
+            "--max-connections",
+            type=int,
+            default=0,
+            help="open connections at once (default 0: the soft descriptor limit, ulimit -n, less a quarter kept "
+            "for the envs' files and pipes); past it the longest-waiting half-sent or idle connection is closed",
+        )
+        p.add_argument(
+            "--max-connections-per-address",
+            type=int,
+            default=0,
+            help="open connections from one client address (default 0: half of --max-connections)",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         unknown = [env_id for env_id in args.env_ids if env_id not in gym.registry]
@@ -209,6 +222,8 @@ class ServeCommand(Command):
                 "allowed_origins": args.allowed_origin,
                 "header_timeout": args.header_timeout,
                 "keep_alive": args.keep_alive,
+                "max_connections": args.max_connections,
+                "max_connections_per_address": args.max_connections_per_address,
             }
             serve(args.env_ids, args.host, args.port, **options)
         except ValueError as error:

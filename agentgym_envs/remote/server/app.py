@@ -21,13 +21,13 @@ Routes (JSON; the OpenAPI schema at `/openapi.json` and `/docs` has every body):
 
 Errors are JSON `{"detail": ..., "error_type": ...}`: unknown session or env id 404, malformed body
 422 (so is one nested past 64 levels), step after the episode ended 409, session cap 429, body too
-large 413, missing token 401, more than one Authorization header 400, a
-kwarg the client may not choose 403, a `Host` the server is not addressed by or a foreign `Origin`
-403, a body that is not `application/json` 415, a request head or body that does not arrive in time
-408, a backend failure 500 with its message, an env call past the call timeout 504 (its session is
-closed); the server keeps serving. AgentGym's routes answer as AgentGym's servers do instead (mostly
-HTTP 200 with `{"error": ...}`), because their clients rely on it; `dialects.agentgym` says how for
-each scenario.
+large 413, more open connections than the server keeps 503 (429 from one address), missing token 401,
+more than one Authorization header 400, a kwarg the client may not choose 403, a `Host` the server is
+not addressed by or a foreign `Origin` 403, a body that is not `application/json` 415, a request head
+or body that does not arrive in time 408, a backend failure 500 with its message, an env call past the
+call timeout 504 (its session is closed); the server keeps serving. AgentGym's routes answer as
+AgentGym's servers do instead (mostly HTTP 200 with `{"error": ...}`), because their clients rely on
+it; `dialects.agentgym` says how for each scenario.
 
 Trust: the operator fixes each env's configuration at start (`env_kwargs`); a client may pass only
 the kwargs an env declares safe for clients (`client_kwargs`, listed in `GET /envs`).
@@ -51,6 +51,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
+from agentgym_envs.connections import ConnectionLimit
 from agentgym_envs.remote import wire
 from agentgym_envs.remote.dialects.agentgym import COMPAT_TTL, add_agentgym_routes
 from agentgym_envs.remote.dialects.openenv import OPENENV_PREFIX, add_openenv_routes
@@ -141,6 +142,8 @@ def create_app(
     allowed_origins: Collection[str] = (),
     trust_client_kwargs: bool = False,
     call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+    max_connections: int | None = None,
+    max_connections_per_address: int | None = None,
 ) -> EnvServerApp:
     """The server app for `env_ids` (None: every registered id but the remote clients).
 
@@ -161,6 +164,13 @@ def create_app(
             process (`AgentGym/Remote-v0`'s in-process server, behind a random token).
         call_timeout: Seconds one env call (reset, step, expert, tasks) may run; past it the call is
             answered 504 and its session closed, and the other sessions go on (None or 0: no limit).
+        max_connections: Open connections at once, kept below the descriptor limit (None or 0: the soft
+            RLIMIT_NOFILE now, less a quarter for the envs' files, pipes and the listening socket); past
+            it the connection whose request has been longest in arriving is closed, else the longest
+            idle, else the newcomer is answered 503. `app.state.connections` holds the bound; `serve`
+            and `ServerThread` apply it to their connections.
+        max_connections_per_address: The same for one client address (None or 0: half of
+            max_connections; 429 when all of that address's are busy).
     """
     if token is not None and not token.strip():
         raise ValueError("the token is empty, which would leave the server unprotected; pass a non-empty token or none")
@@ -192,6 +202,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.manager = manager
+    connections = app.state.connections = ConnectionLimit(max_connections, max_connections_per_address)
 
     async def api_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, ApiError)
@@ -311,6 +322,7 @@ def create_app(
             "rss_bytes": _rss(),
             "children_rss_bytes": _children_rss(),
             "workers": manager.pool.size,
+            "connections": connections.stats(),
         }
 
     add_agentgym_routes(app, manager, _ERRORS)  # AgentGym's routes: the first id, in its scenario's dialect
@@ -380,6 +392,8 @@ def serve(
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     keep_alive: float = DEFAULT_KEEP_ALIVE,
     call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+    max_connections: int | None = None,
+    max_connections_per_address: int | None = None,
     log_level: str = "warning",
 ) -> None:
     """Serve `env_ids` until interrupted (SIGINT/SIGTERM close every session before exiting).
@@ -403,6 +417,8 @@ def serve(
         allowed_hosts=hosts,
         allowed_origins=allowed_origins,
         call_timeout=call_timeout,
+        max_connections=max_connections,
+        max_connections_per_address=max_connections_per_address,
     )
     config = uvicorn.Config(
         app,
@@ -412,7 +428,7 @@ def serve(
         access_log=False,
         proxy_headers=False,  # no proxy in front by default; saves a middleware layer per request
         timeout_graceful_shutdown=10,
-        **uvicorn_options(header_timeout, body_timeout, keep_alive),
+        **uvicorn_options(header_timeout, body_timeout, keep_alive, connections=app.state.connections),
     )
     sock = config.bind_socket()
     sock.listen(config.backlog)  # connections wait in the backlog from now on, not refused until startup

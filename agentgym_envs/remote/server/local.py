@@ -23,7 +23,8 @@ class ServerThread:
         host: Address to bind; loopback by default.
         port: Port to bind; 0 picks a free one (`self.port` says which).
         token: The bearer token the app wants, kept here for clients (`None`: none).
-        **config: More `uvicorn.Config` options.
+        **config: More `uvicorn.Config` options. By default connections are bounded by the app's
+            `state.connections` (`create_app` sets it), when it has one.
 
     Example:
         >>> from agentgym_envs.remote.server import create_app
@@ -43,7 +44,7 @@ class ServerThread:
             "access_log": False,
             "proxy_headers": False,
             "timeout_graceful_shutdown": 5,
-            **uvicorn_options(),
+            **uvicorn_options(connections=getattr(getattr(app, "state", None), "connections", None)),
             **config,
         }
         self.config = uvicorn.Config(app, host=host, port=port, **options)

@@ -159,6 +159,10 @@ class Health(BaseModel):
     rss_bytes: int | None = Field(description="Resident memory of the server process.")
     children_rss_bytes: int | None = Field(description="Resident memory of its child processes (JVMs, browsers).")
     workers: int
+    connections: dict[str, int] = Field(
+        description="Open connections, their bounds (max, per_address), and how many were closed to make room "
+        "(shed) or refused since start."
+    )
 
 
 class ErrorReply(BaseModel):
