@@ -50,7 +50,8 @@ from agentgym_envs.remote import wire
 from agentgym_envs.remote.wire import ApiError, bounded
 
 if TYPE_CHECKING:
-    from agentgym_envs.remote.server.sessions import Session, SessionManager
+    from agentgym_envs.remote.server.session import Session
+    from agentgym_envs.remote.server.sessions import SessionManager
 
 _log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from agentgym_envs.remote.dialects.agentgym.base import Dialect
 
 if TYPE_CHECKING:
-    from agentgym_envs.remote.server.sessions import Session
+    from agentgym_envs.remote.server.session import Session
 
 
 class BabyAIDialect(Dialect):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from agentgym_envs.remote.wire import ApiError
 
 if TYPE_CHECKING:
-    from agentgym_envs.remote.server.sessions import Session
+    from agentgym_envs.remote.server.session import Session
 
 #: The seed of every reset on these routes, so that an index always gives the same observation.
 RESET_SEED = 0

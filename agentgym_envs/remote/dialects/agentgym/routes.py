@@ -58,7 +58,8 @@ from agentgym_envs.remote.dialects.agentgym.webarena import WebArenaDialect
 from agentgym_envs.remote.wire import ApiError
 
 if TYPE_CHECKING:
-    from agentgym_envs.remote.server.sessions import Session, SessionManager
+    from agentgym_envs.remote.server.session import Session
+    from agentgym_envs.remote.server.sessions import SessionManager
 
 #: AgentGym-RL's env clients wait this long for a reply (`timeout=2400` in verl/utils/agentgym/client.py).
 AGENTGYM_CLIENT_TIMEOUT = 2400.0

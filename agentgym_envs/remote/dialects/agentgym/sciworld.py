@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from agentgym_envs.remote.dialects.agentgym.base import Dialect
 
 if TYPE_CHECKING:
-    from agentgym_envs.remote.server.sessions import Session
+    from agentgym_envs.remote.server.session import Session
 
 #: ScienceWorld task numbers AgentGym's SciWorld server leaves out of its index.
 SCIWORLD_EXCLUDED = frozenset({"5-1", "5-2", "9-1", "9-2", "9-3", "10-1", "10-2"})

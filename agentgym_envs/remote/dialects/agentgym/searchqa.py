@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from agentgym_envs.remote.dialects.agentgym.base import OVER, AgentGymReply, Dialect
 
 if TYPE_CHECKING:
-    from agentgym_envs.remote.server.sessions import Session
+    from agentgym_envs.remote.server.session import Session
 
 
 class SearchQADialect(Dialect):

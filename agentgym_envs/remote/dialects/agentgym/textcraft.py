@@ -11,7 +11,7 @@ from agentgym_envs.remote.dialects.agentgym.base import OVER, RESET_SEED, Dialec
 from agentgym_envs.remote.wire import ApiError, bounded
 
 if TYPE_CHECKING:
-    from agentgym_envs.remote.server.sessions import Session
+    from agentgym_envs.remote.server.session import Session
 
 
 class TextCraftDialect(Dialect):

@@ -8,7 +8,7 @@ from agentgym_envs.remote.dialects.agentgym.base import OVER, AgentGymReply, Dia
 from agentgym_envs.remote.wire import bounded
 
 if TYPE_CHECKING:
-    from agentgym_envs.remote.server.sessions import Session
+    from agentgym_envs.remote.server.session import Session
 
 
 class WebArenaDialect(Dialect):
