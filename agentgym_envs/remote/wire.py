@@ -174,6 +174,8 @@ def error_for(status: int, payload: Any, what: str) -> Exception:
     if not isinstance(detail, str):
         detail = json.dumps(payload)[:2000] if payload is not None else "(no body)"
     error_type = payload.get("error_type") if isinstance(payload, dict) else None
+    if not isinstance(error_type, str):  # a broken or hostile server's reply: no class to map back
+        error_type = None
     known = _KNOWN.get(error_type or "")
     if known is not None:
         return known[1](detail)
