@@ -14,6 +14,7 @@ wait for a request, idle or are being answered, so that it bounds the open conne
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from agentgym_envs.connections import BUSY, IDLE, READING, ConnectionLimit
@@ -26,6 +27,10 @@ DEFAULT_KEEP_ALIVE = 75.0
 _TIMEOUT_REPLY = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
     b"content-length: %d\r\n\r\n%s"
+)
+
+_BAD_REQUEST = (
+    b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
 )
 
 _HEAD, _BODY = "head", "body"
@@ -84,6 +89,12 @@ def timed_protocol(
             if connections is not None:
                 connections.release(self)
             super().connection_lost(exc)
+
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's answer to bytes that are not an HTTP request, as JSON like every other error."""
+            body = json.dumps({"detail": f"malformed HTTP request: {msg}", "error_type": "BadRequest"}).encode()
+            self.transport.write(_BAD_REQUEST % (len(body), body))
+            self.transport.close()
 
         def _watch(self, after_reply: bool = False) -> None:
             """Arm the deadline of the phase the connection is in: a head or a body being read, or none."""

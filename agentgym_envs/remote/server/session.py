@@ -129,6 +129,10 @@ class Session:
         )
 
     def do_make_expert(self) -> None:
+        if self.observation is None:  # the envs raise RuntimeError here, which would read as a 500
+            raise ApiError(
+                409, f"session {self.id} has no episode yet; reset it before asking for its expert", "ResetNeeded"
+            )
         try:
             self.expert = self.env.unwrapped.make_expert()
         except Exception as error:
