@@ -1,4 +1,5 @@
-"""The shape of an `agentgym` subcommand: a small class that declares its arguments and runs."""
+"""The shape of an `agentgym` subcommand: a small class that declares its arguments and runs, and of a command
+group (`agentgym GROUP SUBCOMMAND`)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,16 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         """Carry out the command for the parsed `args`; return the process's exit code."""
         raise NotImplementedError(f"{type(self).__name__} defines no run()")
+
+
+class Group(Command):
+    """A command group, `agentgym NAME SUBCOMMAND ...`: a subclass sets `name`, `help` and `subcommands`."""
+
+    subcommands: tuple[Command, ...] = ()
+
+    def register(self, subparsers: Any) -> argparse.ArgumentParser:
+        parser = subparsers.add_parser(self.name, help=self.help)
+        commands = parser.add_subparsers(dest=self.name, required=True)
+        for command in self.subcommands:
+            command.register(commands)
+        return parser

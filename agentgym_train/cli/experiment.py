@@ -9,9 +9,8 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from agentgym_train.cli.base import Command
+from agentgym_train.cli.base import Command, Group
 from agentgym_train.experiments import horizons
 
 
@@ -73,16 +72,9 @@ class HorizonsCommand(Command):
         return 0
 
 
-class ExperimentCommand(Command):
+class ExperimentCommand(Group):
     """`agentgym experiment`: a group, one subcommand per experiment."""
 
     name = "experiment"
     help = "the paper's experiments in miniature: resumable runs, a table, figures"
-    experiments = (HorizonsCommand(),)
-
-    def register(self, subparsers: Any) -> argparse.ArgumentParser:
-        parser = subparsers.add_parser(self.name, help=self.help)
-        experiments = parser.add_subparsers(dest="experiment", required=True)
-        for experiment in self.experiments:
-            experiment.register(experiments)
-        return parser
+    subcommands = (HorizonsCommand(),)

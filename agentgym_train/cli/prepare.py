@@ -12,22 +12,8 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from agentgym_train.cli.base import Command
-
-
-class _Group(Command):
-    """A command group: `agentgym NAME SUBCOMMAND ...`, one subcommand per scenario."""
-
-    subcommands: tuple[Command, ...] = ()
-
-    def register(self, subparsers: Any) -> argparse.ArgumentParser:
-        parser = subparsers.add_parser(self.name, help=self.help)
-        scenarios = parser.add_subparsers(dest=self.name, required=True)
-        for command in self.subcommands:
-            command.register(scenarios)
-        return parser
+from agentgym_train.cli.base import Command, Group
 
 
 class SciWorldGoldCommand(Command):
@@ -101,7 +87,7 @@ class TextWorldGamesCommand(Command):
         return 0
 
 
-class PrepareCommand(_Group):
+class PrepareCommand(Group):
     """`agentgym prepare`: a group, one subcommand per scenario that can build its data ahead of time."""
 
     name = "prepare"
@@ -134,7 +120,7 @@ class WebArenaTasksCommand(Command):
         return 0
 
 
-class TasksCommand(_Group):
+class TasksCommand(Group):
     """`agentgym tasks`: a group, one subcommand per scenario whose task set has a summary of its own."""
 
     name = "tasks"
