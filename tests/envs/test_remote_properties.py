@@ -33,6 +33,8 @@ from agentgym_envs.remote.server.local import ServerThread
 BABYAI = "AgentGym/BabyAI-v0"
 TEXTCRAFT = "AgentGym/TextCraft-v0"
 MAX_BODY = 1 << 20
+#: The token of the third server, which wants one (the headers' property aims at it too).
+TOKEN = b"t0k3n-for-the-properties"
 
 BUDGET = settings(
     max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
@@ -43,10 +45,11 @@ SMALL_BUDGET = settings(BUDGET, max_examples=60)
 class Served:
     """One server of the module, with sessions made and reset for the properties to aim at."""
 
-    def __init__(self, first: str):
-        app = create_app([first, BABYAI if first == TEXTCRAFT else TEXTCRAFT], ttl=None, max_body_bytes=MAX_BODY)
-        self.server = ServerThread(app).start()
-        self.http = httpx.Client(base_url=self.server.base_url, timeout=60)
+    def __init__(self, first: str, token: str | None = None):
+        ids = [first, BABYAI if first == TEXTCRAFT else TEXTCRAFT]
+        self.server = ServerThread(create_app(ids, ttl=None, max_body_bytes=MAX_BODY, token=token)).start()
+        headers = {"authorization": f"Bearer {token}"} if token else None
+        self.http = httpx.Client(base_url=self.server.base_url, timeout=60, headers=headers)
         self.first = first
         self.sessions = []
         for env_id in (BABYAI, TEXTCRAFT):
@@ -64,6 +67,7 @@ class Served:
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict[str, Served]]:
     served = {first: Served(first) for first in (TEXTCRAFT, BABYAI)}
+    served["token"] = Served(TEXTCRAFT, token=TOKEN.decode())
     try:
         yield served
     finally:
@@ -306,6 +310,52 @@ def test_bytes_that_are_not_http_get_a_status_or_a_close_and_the_server_goes_on(
         head = received.partition(b"\r\n\r\n")[0].lower()
         assert status < 500, received[:500]
         assert status < 400 or b"content-type: application/json" in head, received[:500]
+    _healthy(served)
+
+
+HEADER_NAMES = ["Host", "Origin", "Authorization", "Content-Type", "Content-Length", "Transfer-Encoding"]
+HEADER_NAMES += ["Connection", "Upgrade", "Expect", "Sec-WebSocket-Key", "Sec-WebSocket-Version", "X-Forwarded-For"]
+#: Header values: any bytes but the line ends, and near-misses of the values the guard reads.
+header_values = st.binary(max_size=40).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b"")) | st.sampled_from(
+    [
+        *(b"127.0.0.1", b"localhost:1", b"[::1]:80", b"http://127.0.0.1", b"null", b"Bearer ", b"Bearer " + TOKEN),
+        *(b"application/json; charset=latin-1", b"chunked", b"chunked, gzip", b"-1", b"99999999999999999999"),
+        *(b"websocket", b"application/json;"),
+    ]
+)
+
+
+@BUDGET
+@given(
+    first=st.sampled_from([TEXTCRAFT, BABYAI, "token"]),
+    target=st.sampled_from(["GET /health", "POST /sessions/{sid}/step", "POST /create", "GET /openenv/{env}/ws"]),
+    headers=st.lists(st.tuples(st.sampled_from(HEADER_NAMES), header_values), max_size=6),
+)
+def test_any_headers_are_answered_with_a_status_never_500(servers, first, target, headers) -> None:
+    served = servers[first]
+    method, path = _path(served, target).split(" ")
+    body = b'{"action": "inventory"}' if method == "POST" else b""
+    lines = b"".join(name.encode() + b": " + value + b"\r\n" for name, value in headers)
+    if not any(name == "Host" for name, _ in headers):
+        lines = b"Host: 127.0.0.1\r\n" + lines
+    if body and not any(name in ("Content-Length", "Transfer-Encoding") for name, _ in headers):
+        lines += b"Content-Length: %d\r\n" % len(body)
+    raw = f"{method} {path} HTTP/1.1\r\n".encode() + lines + b"Connection: close\r\n\r\n" + body
+    with socket.create_connection(("127.0.0.1", served.server.port), timeout=30) as sock:
+        sock.sendall(raw)
+        sock.shutdown(socket.SHUT_WR)
+        received = b""
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except ConnectionResetError:
+            pass
+    if received:
+        assert received.startswith(b"HTTP/1.1 "), received[:200]
+        status = int(received[9:12])
+        head = received.partition(b"\r\n\r\n")[0].lower()
+        assert status < 500, (raw[:500], received[:500])
+        assert status < 400 or b"content-type: application/json" in head, (raw[:500], received[:500])
     _healthy(served)
 
 
