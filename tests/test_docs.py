@@ -96,3 +96,20 @@ def test_env_pages_follow_the_env_docstring(monkeypatch: pytest.MonkeyPatch) -> 
     assert "| splits (tasks) | train: 400,000, test: 4,000 |" in page
     assert "| expert, first 2 test tasks | 2/2 solved |" in page
     assert "`AgentGym/BabyAI-GoToLocal-v0`" in page
+
+
+def test_an_args_block_becomes_a_list_of_arguments() -> None:
+    pytest.importorskip("mkdocs")  # the docs env (tox -e docs) runs this test
+    generate = load(DOCS / "hooks" / "generate.py")
+    args = "Args:\n    depths: The depths\n        drawn from.\n    render_mode: None or 'ansi'.\nAfter."
+    doc = "Title.\n\n## Description\nText.\n\n" + args
+    assert generate.demote(doc).splitlines() == [
+        "### Description",
+        "Text.",
+        "",
+        "### Arguments",
+        "",
+        "- `depths`: The depths drawn from.",
+        "- `render_mode`: None or 'ansi'.",
+        "After.",
+    ]

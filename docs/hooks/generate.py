@@ -119,9 +119,30 @@ def scenario_title(cls: type) -> str:
 
 
 def demote(docstring: str) -> str:
-    """The docstring's body under the page's title: its `## Section` headings one level down."""
+    """The docstring's body under the page's title: its `## Section` headings one level down, its
+    Google-style `Args:` block a section of its own with one item per argument."""
     body = docstring.split("\n", 1)[1] if "\n" in docstring else ""
-    return re.sub(r"^## ", "### ", textwrap.dedent(body).strip(), flags=re.MULTILINE)
+    body = re.sub(r"^## ", "### ", textwrap.dedent(body).strip(), flags=re.MULTILINE)
+    return "\n".join(arguments_as_list(body.splitlines()))
+
+
+def arguments_as_list(lines: list[str]) -> list[str]:
+    """`Args:` and its indented `name: text` lines (continuations indented deeper) as a Markdown list."""
+    out: list[str] = []
+    in_args = False
+    for line in lines:
+        if line.strip() == "Args:":
+            in_args = True
+            out += ["### Arguments", ""]
+        elif in_args and line.startswith("    ") and not line.startswith("     "):
+            name, _, text = line.strip().partition(":")
+            out.append(f"- `{name}`: {text.strip()}")
+        elif in_args and line.startswith("     "):
+            out[-1] += " " + line.strip()  # a continuation of the argument above
+        else:
+            in_args = False
+            out.append(line)
+    return out
 
 
 def expert_success(env: Any, base: Any) -> tuple[int, int]:
