@@ -9,7 +9,7 @@ environment's `bin/` so that the envs find them on the PATH. tox runs `--fix` be
 fresh machine passes the README's test command by itself.
 
     agentgym doctor [--json] [--strict]
-    python -m agentgym_train.doctor --fix      # what tox runs first
+    agentgym doctor --fix                      # what tox runs first (python -m agentgym_train.cli doctor --fix)
 """
 
 from __future__ import annotations
@@ -536,15 +536,3 @@ def check(*, as_json: bool = False, strict: bool = False, fix_missing: bool = Fa
     if strict:
         return 0 if all(row.ok for row in components(found)) else 1
     return 0 if core_ok(found) else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m agentgym_train.doctor [--json] [--strict] [--fix]` (what tox runs first), by the command line's
-    doctor (`agentgym_train.cli.doctor`)."""
-    from agentgym_train.cli.doctor import main as doctor_main
-
-    return doctor_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -120,7 +120,7 @@ def test_probe_reads_a_fake_path(tmp_path, monkeypatch) -> None:
 
 def test_fix_on_this_machine_finds_both_and_installs_nothing(capsys) -> None:
     """Here Java and Chromium are installed: --fix says where it found them and changes nothing."""
-    assert doctor.main(["--fix"]) == 0
+    assert main(["doctor", "--fix"]) == 0
     out = capsys.readouterr().out
     assert "found Java 1" in out and " and Chromium " in out and "nothing to install" in out
     assert "running:" not in out and "linked" not in out

@@ -1,5 +1,4 @@
-"""`agentgym doctor` (and `python -m agentgym_train.doctor`): what is installed, what each scenario needs, the
-fixes (`agentgym_train.doctor`)."""
+"""`agentgym doctor`: what is installed, what each scenario needs, the fixes (`agentgym_train.doctor`)."""
 
 from __future__ import annotations
 
@@ -26,11 +25,3 @@ class DoctorCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         return doctor.check(as_json=args.json, strict=args.strict, fix_missing=args.fix)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The doctor alone, as `python -m agentgym_train.doctor` runs it (tox, before the tests)."""
-    command = DoctorCommand()
-    parser = argparse.ArgumentParser(prog="python -m agentgym_train.doctor", description=doctor.__doc__.splitlines()[0])
-    command.add_arguments(parser)
-    return command.run(parser.parse_args(argv))
