@@ -1,17 +1,23 @@
-"""Property-based tests (Hypothesis) of the wire format (`remote.wire`) and of how the server decodes a
-body (`server.front`), within a fixed, derandomised budget (the same examples on every run).
+"""Property-based tests (Hypothesis) of the wire format (`remote.wire`), of how the server decodes a
+body (`server.front`) and of how the client reads a reply (`client.transport`), within a fixed,
+derandomised budget (the same examples on every run).
 
 The properties: `too_deep` agrees with a plain bracket scan on any bytes, chunk boundaries included,
 and with the depth of any JSON value; `dumps` writes JSON that reads back as the value (lone
 surrogates, numpy values and anything else included); any bytes sent as a hot route's body decode to
 the route's model or a ValidationError (a 422), never another exception; an error a server sends
-comes back on the client as the exception the env raised, or as a RemoteEnvError, for any payload.
+comes back on the client as the exception the env raised, or as a RemoteEnvError, for any payload;
+any bytes a server (or something else at its address) answers with give the client a decoded value
+or a RemoteEnvError, never another exception.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import socket
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -22,6 +28,7 @@ from pydantic import ValidationError
 
 from agentgym_envs.core import EpisodeOverError
 from agentgym_envs.remote import wire
+from agentgym_envs.remote.client.transport import HTTPTransport
 from agentgym_envs.remote.server import protocol as P
 from agentgym_envs.remote.server.front import _parse, validation_reply
 
@@ -213,3 +220,84 @@ def test_lone_surrogates_in_a_body_decode(model: type) -> None:
         _parse(model, raw)
     except ValidationError as error:  # extra or missing fields, never a decoding failure
         assert not any(e["type"] == "json_invalid" for e in error.errors())
+
+
+class _Stub:
+    """A loopback TCP server that answers every connection with `reply` (after reading the request head)
+    and closes it."""
+
+    def __init__(self) -> None:
+        self.reply = b""
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            with connection:
+                connection.settimeout(5)
+                received = b""
+                try:
+                    while b"\r\n\r\n" not in received and (chunk := connection.recv(65536)):
+                        received += chunk
+                    connection.sendall(self.reply)
+                except OSError:
+                    pass
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[_Stub]:
+    server = _Stub()
+    try:
+        yield server
+    finally:
+        server.listener.close()
+
+
+STATUS_LINES = [b"HTTP/1.1 200 OK\r\n", b"HTTP/1.1 422 X\r\n", b"HTTP/1.0 500 X\r\n", b"HTTP/1.1 20", b"SSH-2.0\r\n"]
+STATUS_LINES += [b"HTTP/1.1 2\xb2\xb2 OK\r\n"]  # digits to str.isdigit, not to int()
+REPLY_HEADERS = [
+    *(b"Content-Length: 2\r\n", b"Content-Length: abc\r\n", b"Content-Length: -5\r\n", b"Content-Length: 99\r\n"),
+    *(b"Content-Length: 99999999999999\r\n", b"Content-Length: 1e3\r\n", b"Content-Length:\r\n", b": \r\n"),
+    *(b"Transfer-Encoding: chunked\r\n", b"Connection: close\r\n", b"Content-Type: application/json\r\n"),
+]
+BODIES = [b"{}", b"[]", b'{"detail": "x", "error_type": "ValueError"}', b'{"error_type": [1]}', b"[" * 5000, b"\xff"]
+BODIES += [b'{"detail": "x", "error_type": "ResetNeeded"}', b"NaN", b'"\\ud800"', b"9" * 5000]
+CHUNKS = [b"2\r\n{}\r\n", b"0\r\n\r\n", b"zz\r\n", b"-1\r\n", b"ffffffffff\r\n", b"1;x\r\n[\r\n", b"\r\n"]
+#: Replies shaped like HTTP (a status line, headers, a body), every part of which may be wrong, and noise.
+replies = st.one_of(
+    st.builds(
+        lambda status, headers, body: status + b"".join(headers) + b"\r\n" + body,
+        st.sampled_from(STATUS_LINES) | st.binary(max_size=12),
+        st.lists(st.sampled_from(REPLY_HEADERS) | st.binary(max_size=12), max_size=4),
+        st.lists(st.sampled_from([*BODIES, *CHUNKS]) | st.binary(max_size=12), max_size=4).map(b"".join),
+    ),
+    st.lists(
+        st.sampled_from([*STATUS_LINES, *REPLY_HEADERS, b"\r\n", *BODIES, *CHUNKS]) | st.binary(max_size=20),
+        max_size=10,
+    ).map(b"".join),
+)
+
+
+@settings(BUDGET, max_examples=300)
+@given(reply=replies)
+def test_any_reply_gives_the_client_a_value_or_a_remote_error(stub: _Stub, reply: bytes) -> None:
+    stub.reply = reply
+    transport = HTTPTransport(f"http://127.0.0.1:{stub.port}", timeout=5, connect_timeout=5, retries=0)
+    try:
+        transport.request("POST", "/sessions/x/step", {"action": "go"})
+    except wire.RemoteEnvError:
+        pass
+    except (EpisodeOverError, ValueError, TypeError, NotImplementedError) as error:
+        # the env's own exception, mapped back from an error reply that names it
+        assert type(error).__name__.encode() in reply, f"{type(error).__name__}: {error} from {reply[:300]!r}"
+    except Exception as error:
+        if type(error).__name__ != "ResetNeeded" or b"ResetNeeded" not in reply:
+            raise
+    finally:
+        transport.close()

@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 from agentgym_envs.remote import wire
 
 _HEAD_LIMIT = 64 << 10
+#: Most bytes asked of one recv: a reply's announced length is the server's word, not memory to allocate.
+_RECV_LIMIT = 4 << 20
 
 
 class _Disconnected(ConnectionError):
@@ -92,7 +94,7 @@ class HTTPTransport:
         while len(self._buffer) < size:
             chunks, have = [self._buffer], len(self._buffer)
             while have < size:
-                data = sock.recv(max(1 << 16, size - have))
+                data = sock.recv(min(max(1 << 16, size - have), _RECV_LIMIT))
                 if not data:
                     raise _Disconnected("the server closed the connection in the middle of a reply")
                 chunks.append(data)
@@ -119,7 +121,7 @@ class HTTPTransport:
         raw_head, self._buffer = self._buffer.split(b"\r\n\r\n", 1)
         status_line, *header_lines = raw_head.decode("latin-1").split("\r\n")
         version, _, rest = status_line.partition(" ")
-        if not version.startswith("HTTP/") or not rest[:3].isdigit():
+        if not version.startswith("HTTP/") or not (rest[:3].isascii() and rest[:3].isdigit()):  # not '²
             raise _Disconnected(f"not an HTTP reply: {status_line[:80]!r}")
         headers = {}
         for line in header_lines:
@@ -129,7 +131,7 @@ class HTTPTransport:
         if "chunked" in headers.get("transfer-encoding", "").lower():
             chunks = []
             while True:
-                size = int(self._read_line(sock).split(b";", 1)[0], 16)
+                size = _length(self._read_line(sock).split(b";", 1)[0].strip(), 16, "chunk size")
                 if size == 0:
                     while self._read_line(sock):  # trailers, up to the empty line
                         pass
@@ -137,7 +139,7 @@ class HTTPTransport:
                 chunks.append(self._read_exactly(sock, size + 2)[:-2])
             body = b"".join(chunks)
         elif "content-length" in headers:
-            body = self._read_exactly(sock, int(headers["content-length"]))
+            body = self._read_exactly(sock, _length(headers["content-length"].encode(), 10, "Content-Length"))
         else:  # the reply runs to the end of the connection
             chunks = [self._buffer]
             while data := sock.recv(1 << 16):
@@ -185,9 +187,23 @@ class HTTPTransport:
                 self.close()
             try:
                 payload = json.loads(raw) if raw else None
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack
+                if status < 400:
+                    raise wire.RemoteEnvError(
+                        f"{method} {path}: the server at {self.base_url} answered HTTP {status} with a body that is "
+                        f"not JSON: {raw[:200]!r}; is it an AgentGym server?",
+                        status,
+                    ) from None
                 payload = {"detail": raw[:2000].decode("utf-8", "replace")}
             if status >= 400:
                 raise wire.error_for(status, payload, f"{method} {path}")
             return payload
         raise AssertionError("unreachable")
+
+
+def _length(text: bytes, base: int, what: str) -> int:
+    """A length the reply announces (digits in `base`); a malformed one means the reply cannot be read."""
+    digits = b"0123456789abcdefABCDEF"[: 10 if base == 10 else 22]
+    if not text or len(text) > 16 or text.strip(digits):
+        raise _Disconnected(f"a malformed reply: {what} {text[:40]!r}")
+    return int(text, base)
