@@ -111,8 +111,9 @@ def timed_protocol(
             elif cycle.more_body:
                 if self._read_phase != _BODY:
                     self._arm(_BODY)
-            elif self._read_phase is not None:
-                self._disarm()
+            else:  # a request is being answered (on a kept-alive connection no read deadline ran before it)
+                if self._read_phase is not None:
+                    self._disarm()
                 if connections is not None:
                     connections.state(self, BUSY)
 

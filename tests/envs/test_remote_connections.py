@@ -16,13 +16,19 @@ import resource
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import gymnasium as gym
 import pytest
 
 from agentgym_envs.connections import BUSY, IDLE, ConnectionLimit, default_max_connections
+from agentgym_envs.core import TextEnv
+from agentgym_envs.remote.server import create_app
+from agentgym_envs.remote.server.local import ServerThread
 from agentgym_train.cli import main as cli
 
 BABYAI = "AgentGym/BabyAI-v0"
@@ -128,6 +134,64 @@ def test_a_flood_of_half_sent_requests_does_not_reset_a_normal_clients_connectio
         for sock in flood:
             sock.close()
     assert time.monotonic() - started < 60
+
+
+class _HoldProbe(TextEnv):
+    """Answers `echo <action>`; the action `hold` waits until the test sets `release`."""
+
+    release = threading.Event()
+    action_format = "raw"
+
+    def tasks(self, split: str = "train") -> list[str]:
+        return ["only"]
+
+    def _reset_task(self, task_id: str) -> tuple[str, dict[str, Any]]:
+        return "start", {"category": "probe", "instruction": "echo", "available_actions": None}
+
+    def _step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if action == "hold":
+            _HoldProbe.release.wait(60)
+        return f"echo {action}", 0.0, False, False, {"valid_action": True, "success": False}
+
+
+def test_a_kept_alive_connection_being_answered_is_never_closed_to_make_room() -> None:
+    probe = "AgentGymTest/HoldProbe-v0"
+    if probe not in gym.registry:
+        gym.register(probe, entry_point=_HoldProbe)
+    _HoldProbe.release.clear()
+    app = create_app([probe], max_connections=1)
+    with ServerThread(app) as running, ThreadPoolExecutor(1) as pool:
+        connection = http.client.HTTPConnection("127.0.0.1", running.port, timeout=30)
+        try:
+            # Requests on one kept-alive connection: after the first reply it idles, then answers a held step.
+            connection.request("POST", "/sessions", body="{}", headers={"content-type": "application/json"})
+            session = json.loads(connection.getresponse().read())["session_id"]
+            connection.request(
+                "POST", f"/sessions/{session}/reset", body="{}", headers={"content-type": "application/json"}
+            )
+            assert connection.getresponse().read()
+
+            def held() -> tuple[int, bytes]:
+                body = '{"action": "hold"}'
+                connection.request(
+                    "POST", f"/sessions/{session}/step", body=body, headers={"content-type": "application/json"}
+                )
+                reply = connection.getresponse()
+                return reply.status, reply.read()
+
+            step = pool.submit(held)
+            time.sleep(0.5)  # the step is held in the env now
+            newcomer = socket.create_connection(("127.0.0.1", running.port), timeout=10)
+            refused = newcomer.recv(4096)
+            newcomer.close()
+            _HoldProbe.release.set()
+            status, body = step.result(timeout=30)
+        finally:
+            _HoldProbe.release.set()
+            connection.close()
+    assert status == 200 and json.loads(body)["observation"] == "echo hold", (status, body)
+    # the newcomer is refused instead (429: past the address's share, which is the one connection here)
+    assert refused.startswith(b"HTTP/1.1 429") and b"TooManyConnections" in refused, refused
 
 
 # ---- the bound itself, with stand-in connections ---------------------------------------------------
