@@ -24,8 +24,10 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from agentgym_envs.connections import BUSY, IDLE, ConnectionLimit, default_max_connections
+from agentgym_envs.connections import BUSY, IDLE, READING, ConnectionLimit, default_max_connections
 from agentgym_envs.core import TextEnv
 from agentgym_envs.remote.server import create_app
 from agentgym_envs.remote.server.local import ServerThread
@@ -290,3 +292,51 @@ def test_serve_takes_the_connection_bounds_and_shows_them(monkeypatch, capsys) -
     monkeypatch.setattr(server_module, "serve", lambda env_ids, host, port, **options: given.update(options))
     assert cli(["serve", BABYAI, "--max-connections", "500", "--max-connections-per-address", "50"]) == 0
     assert given["max_connections"] == 500 and given["max_connections_per_address"] == 50
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("admit"), st.sampled_from(["a", "b", "c"])),
+        st.tuples(st.sampled_from([READING, IDLE, BUSY, "upgraded", "release", "ws-close"]), st.integers(0, 30)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(ops=OPS, max_connections=st.integers(1, 6), per_address=st.integers(0, 6))
+def test_the_bound_holds_and_never_closes_a_busy_connection_whatever_happens(ops, max_connections, per_address) -> None:
+    limit = ConnectionLimit(max_connections, per_address)
+    made: list[tuple[_Connection, str]] = []  # every connection ever admitted, with its address
+    states: dict[_Connection, str] = {}  # what each counted connection last reported
+    by_client: set[_Connection] = set()  # the connections their client closed
+    for op, arg in ops:
+        if op == "admit":
+            connection = _Connection()
+            made.append((connection, arg))
+            before = {c for c, _ in made if c.transport.closing}
+            if limit.admit(connection, arg):
+                states[connection] = READING
+            closed_now = {c for c, _ in made if c.transport.closing} - before - {connection}
+            for victim in closed_now:  # only a connection waiting for a request or idle is closed for room
+                assert states.pop(victim) in (READING, IDLE), states
+        elif made:
+            connection, _ = made[arg % len(made)]
+            if connection not in states or (connection.transport.closing and op != "release"):
+                continue  # a closed connection reports nothing more but its end
+            if op == "release":
+                limit.release(connection)
+                del states[connection]
+            elif op == "ws-close":
+                if states[connection] == "upgraded":
+                    connection.transport.close()  # the WebSocket's end: the limit hears of it only by pruning
+                    by_client.add(connection)
+            else:
+                limit.state(connection, op)
+                states[connection] = op
+        open_ones = [c for c in states if not c.transport.closing]
+        assert len(limit) <= max(max_connections, len(states)) and len(open_ones) <= limit.max_connections
+        for address in "abc":
+            mine = [c for c, a in made if a == address and c in states and not c.transport.closing]
+            assert len(mine) <= limit.per_address
+    assert limit.shed + limit.refused == sum(c.transport.closing and c not in by_client for c, _ in made)
