@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from agentgym_envs.connections import BUSY, IDLE, READING, ConnectionLimit, default_max_connections
 from agentgym_envs.core import TextEnv
+from agentgym_envs.remote.client.transport import HTTPTransport
 from agentgym_envs.remote.server import create_app
 from agentgym_envs.remote.server.local import ServerThread
 from agentgym_train.cli import main as cli
@@ -156,7 +157,7 @@ class _HoldProbe(TextEnv):
         return f"echo {action}", 0.0, False, False, {"valid_action": True, "success": False}
 
 
-def test_a_kept_alive_connection_being_answered_is_never_closed_to_make_room() -> None:
+def test_a_kept_alive_connection_being_answered_is_never_closed_to_make_room_and_clients_retry() -> None:
     probe = "AgentGymTest/HoldProbe-v0"
     if probe not in gym.registry:
         gym.register(probe, entry_point=_HoldProbe)
@@ -186,8 +187,16 @@ def test_a_kept_alive_connection_being_answered_is_never_closed_to_make_room() -
             newcomer = socket.create_connection(("127.0.0.1", running.port), timeout=10)
             refused = newcomer.recv(4096)
             newcomer.close()
-            _HoldProbe.release.set()
-            status, body = step.result(timeout=30)
+            # The client retries such a refusal (the server read none of the request), and is served once
+            # the held step is answered and its connection idles.
+            client = HTTPTransport(running.base_url, retries=6)
+            with ThreadPoolExecutor(1) as other:
+                later = other.submit(client.request, "GET", "/health")
+                time.sleep(0.2)
+                _HoldProbe.release.set()
+                status, body = step.result(timeout=30)
+                assert later.result(timeout=30)["status"] == "ok"
+            client.close()
         finally:
             _HoldProbe.release.set()
             connection.close()

@@ -22,6 +22,9 @@ from agentgym_envs.remote import wire
 _HEAD_LIMIT = 64 << 10
 #: Most bytes asked of one recv: a reply's announced length is the server's word, not memory to allocate.
 _RECV_LIMIT = 4 << 20
+#: Refusals of a server at its connection bound (`connections.ConnectionLimit`), sent before the request
+#: was read: retried like a refused connection.
+_UNREAD = ("TooManyConnections", "Overloaded")
 
 
 class _Disconnected(ConnectionError):
@@ -36,7 +39,8 @@ class HTTPTransport:
         token: Bearer token; defaults to `$AGENTGYM_TOKEN`.
         timeout: Seconds to wait for an answer (a slow env step counts).
         connect_timeout: Seconds to wait for the connection itself.
-        retries: Extra attempts after a connection error, with growing pauses (0.1 s, 0.2 s, ...).
+        retries: Extra attempts after a connection error or a server's refusal at its connection bound, with
+            growing pauses (0.1 s, 0.2 s, ...).
             Safe for calls that change an env: they carry a sequence number the server deduplicates.
     """
 
@@ -196,6 +200,11 @@ class HTTPTransport:
                     ) from None
                 payload = {"detail": raw[:2000].decode("utf-8", "replace")}
             if status >= 400:
+                shed = isinstance(payload, dict) and payload.get("error_type") in _UNREAD
+                if shed and attempt + 1 < attempts:  # the server read none of the request: sending it again is safe
+                    self.close()
+                    time.sleep(0.1 * 2**attempt)
+                    continue
                 raise wire.error_for(status, payload, f"{method} {path}")
             return payload
         raise AssertionError("unreachable")
