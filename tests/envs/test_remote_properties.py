@@ -460,6 +460,38 @@ def test_concurrent_calls_on_one_session_are_each_answered_and_one_close_wins(se
     _healthy(served)
 
 
+@SMALL_BUDGET
+@given(
+    first=FIRSTS,
+    env=st.integers(0, 1),
+    actions=st.lists(any_text | st.sampled_from(["inventory", "go forward", "turn left"]), min_size=1, max_size=5),
+    retried=st.lists(st.booleans(), min_size=5, max_size=5),
+)
+def test_a_retried_numbered_call_answers_the_same_reply_and_steps_once(servers, first, env, actions, retried) -> None:
+    served = servers[first]
+    session_id = served.http.post("/sessions", json={"env_id": served.ids[env]}).json()["session_id"]
+    try:
+        base = f"/sessions/{session_id}"
+        first_reset = _post(served, f"{base}/reset", {"seed": 0, "seq": 0})
+        assert first_reset.content == _post(served, f"{base}/reset", {"seed": 0, "seq": 0}).content
+        steps = 0
+        for seq, (action, again) in enumerate(zip(actions, retried, strict=False), start=1):
+            reply = _post(served, f"{base}/step", {"action": action, "seq": seq})
+            _check(reply, f"step {action!r}", served)
+            if reply.status_code != 200:
+                break
+            steps += 1
+            if again:  # the client's retry after a dropped connection
+                assert _post(served, f"{base}/step", {"action": action, "seq": seq}).content == reply.content
+            if seq > 1:  # an older number, or the same with another call, is refused
+                assert _post(served, f"{base}/step", {"action": action, "seq": seq - 1}).status_code == 409
+            if json.loads(reply.content)["terminated"] or json.loads(reply.content)["truncated"]:
+                break
+        assert served.http.get(base).json()["steps"] == steps
+    finally:
+        served.http.delete(f"/sessions/{session_id}")
+
+
 def test_an_expert_before_any_reset_is_a_409_not_a_500(servers) -> None:
     """Found by the concurrent calls' property: the envs raise RuntimeError there, which the server answered 500."""
     for served in servers.values():
