@@ -25,6 +25,9 @@ tokens get no reward, no KL and no advantage.
   group's mean (divided by the step group's std with `step_scale`). A turn whose state no other
   turn of the group shares gets 0, so without repeated states GiGPO is GRPO.
 
+Each is registered by name (`register_estimator`, `ESTIMATORS`) as a function of an `EstimatorInput`;
+the trainers look `advantage_estimator` up there, so a user's estimator needs no edit to them.
+
     >>> r = torch.tensor([1.0, 0.0, 1.0, 1.0])
     >>> grpo(r, group_size=2)
     tensor([ 0.7070, -0.7070,  0.0000,  0.0000])
@@ -34,15 +37,16 @@ tokens get no reward, no KL and no advantage.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-#: Advantage estimators of the multi-turn trainers (`advantage_estimator`).
-ESTIMATORS = ("grpo", "rloo", "reinforce++", "reinforce++_baseline", "gigpo")
-#: Estimators that fold the KL penalty into the reward (per token) instead of TRL's KL loss term.
+#: Built-in estimators that fold the KL penalty into the reward (per token) instead of TRL's KL loss term.
 KL_IN_REWARD = ("reinforce++", "reinforce++_baseline")
 
 #: Sums a tensor over all processes (e.g. `lambda t: accelerator.reduce(t, reduction="sum")`).
@@ -95,15 +99,17 @@ def rloo(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     return torch.where(valid & (others > 0), advantages, torch.zeros_like(groups)).flatten()
 
 
+#: Episode-level estimators over the rewards alone (`compute`).
+_EPISODE_LEVEL = {"grpo": grpo, "rloo": rloo}
+
+
 def compute(name: str, rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     """One advantage per episode with an episode-level estimator (`grpo` or `rloo`)."""
-    if name == "grpo":
-        return grpo(rewards, group_size)
-    if name == "rloo":
-        return rloo(rewards, group_size)
+    if name in _EPISODE_LEVEL:
+        return _EPISODE_LEVEL[name](rewards, group_size)
     if name in KL_IN_REWARD:
         raise ValueError(f"{name} gives one advantage per token: use reinforce_pp_advantages")
-    raise ValueError(f"unknown advantage estimator {name!r}; choose from {ESTIMATORS}")
+    raise ValueError(f"unknown advantage estimator {name!r}; choose from {tuple(_EPISODE_LEVEL)}")
 
 
 def last_token(mask: torch.Tensor) -> torch.Tensor:
@@ -383,3 +389,165 @@ def per_turn_to_tokens(
         for value, (start, end) in zip(episode_values, episode_spans, strict=True):
             out[row, start : min(end, width)] = value
     return out
+
+
+# ---- the estimator registry (`advantage_estimator`) ---------------------------------------------------
+
+
+@dataclass
+class EstimatorInput:
+    """What an estimator sees of one scored rollout batch; it returns advantages for this process's rows.
+
+    Attributes:
+        rewards: (N,) the reward of every episode of the global batch (all processes, generation order,
+            `group_size` consecutive episodes per task; NaN: unscorable).
+        group_size: episodes per task.
+        rows: this process's rows of the global batch.
+        grpo: (B,) TRL's GRPO advantages of this process's rows (its `scale_rewards` and aggregation).
+        mask: (B, T) this process's model tokens (env tokens, padding and masked replies 0).
+        episodes: this process's episodes (`agentgym_train.rollout.Episode`: `turn_rewards`, `reply_spans`,
+            `state_keys`, ...).
+        config: the trainer's `MultiTurnGRPOConfig`.
+        kl_coef: the KL coefficient (TRL's `beta`).
+        reduce: sums a tensor over processes (None on one process).
+        gather: lists from every process, concatenated in global order (None on one process).
+        kl: (B, T) `log pi - log pi_ref` per model token of the sampling policy (None when `beta` is 0);
+            asked for only by estimators registered with `kl_in_reward`.
+        log: records a metric of this batch (`log(name, value)`).
+    """
+
+    rewards: torch.Tensor
+    group_size: int
+    rows: slice
+    grpo: torch.Tensor
+    mask: torch.Tensor
+    episodes: Sequence[Any] = ()
+    config: Any = None
+    kl_coef: float = 0.0
+    reduce: Reduce | None = None
+    gather: Callable[[list], list] | None = None
+    kl: Callable[[], torch.Tensor | None] = lambda: None
+    log: Callable[[str, float], None] = lambda name, value: None
+
+    @property
+    def local_rewards(self) -> torch.Tensor:
+        return self.rewards[self.rows]
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """A registered estimator: `fn(EstimatorInput) -> (B,) or (B, T) advantages` and what the trainer must do
+    for it: `kl_in_reward` (no KL loss term; `EstimatorInput.kl` is computed), `record_states` (the rollout
+    records each turn's state key), `any_aggregation` (takes TRL's `normalize_then_sum` too; others take the
+    weighted sum of the rewards)."""
+
+    name: str
+    fn: Callable[[EstimatorInput], torch.Tensor]
+    kl_in_reward: bool = False
+    record_states: bool = False
+    any_aggregation: bool = False
+
+
+#: The registry: name -> `Estimator`. Add one with `register_estimator`.
+ESTIMATORS: dict[str, Estimator] = {}
+
+
+def register_estimator(
+    name: str,
+    *,
+    kl_in_reward: bool = False,
+    record_states: bool = False,
+    any_aggregation: bool = False,
+    override: bool = False,
+) -> Callable[[Callable[[EstimatorInput], torch.Tensor]], Callable[[EstimatorInput], torch.Tensor]]:
+    """Registers `fn(EstimatorInput) -> advantages` as `advantage_estimator=name` (a decorator):
+
+        @register_estimator("mean_baseline")
+        def mean_baseline(batch):
+            return (batch.rewards - group_mean(batch.rewards, batch.group_size))[batch.rows]
+
+    The trainer replaces TRL's advantages with what it returns: (B,) one per episode, or (B, T) per token.
+    A name already taken is refused unless `override`.
+    """
+
+    def register(fn: Callable[[EstimatorInput], torch.Tensor]) -> Callable[[EstimatorInput], torch.Tensor]:
+        if name in ESTIMATORS and not override:
+            raise ValueError(f"advantage estimator {name!r} is already registered (override=True replaces it)")
+        ESTIMATORS[name] = Estimator(name, fn, kl_in_reward, record_states, any_aggregation)
+        return fn
+
+    return register
+
+
+def get_estimator(name: str) -> Estimator:
+    """The registered estimator `name`; a ValueError naming the registered ones otherwise."""
+    if name not in ESTIMATORS:
+        raise ValueError(
+            f"advantage_estimator must be one of {tuple(ESTIMATORS)}, got {name!r} "
+            "(agentgym_train.advantages.register_estimator adds one)"
+        )
+    return ESTIMATORS[name]
+
+
+@register_estimator("grpo", any_aggregation=True)
+def _grpo(batch: EstimatorInput) -> torch.Tensor:
+    """TRL's group normalisation, as TRL computed it; KL as TRL's loss term."""
+    return batch.grpo
+
+
+@register_estimator("rloo")
+def _rloo(batch: EstimatorInput) -> torch.Tensor:
+    """Leave-one-out baseline (`rloo`); KL as TRL's loss term."""
+    return rloo(batch.rewards, batch.group_size)[batch.rows]
+
+
+def _reinforce_pp(name: str) -> Callable[[EstimatorInput], torch.Tensor]:
+    def estimate(batch: EstimatorInput) -> torch.Tensor:
+        """REINFORCE++ (`reinforce_pp_advantages`): the k1 KL in the reward, turn payments on their turns."""
+        kl = batch.kl()
+        paid, ends = turn_payments(
+            [e.turn_rewards for e in batch.episodes], [e.reply_spans for e in batch.episodes], batch.mask
+        )
+        config = batch.config
+        return reinforce_pp_advantages(
+            name,
+            batch.rewards,
+            batch.group_size,
+            batch.rows,
+            batch.mask,
+            kl,
+            batch.kl_coef,
+            config.reinforce_gamma,
+            batch.reduce,
+            paid,
+            ends,
+            config.turn_gamma,
+        )
+
+    return estimate
+
+
+for _name in KL_IN_REWARD:
+    register_estimator(_name, kl_in_reward=True)(_reinforce_pp(_name))
+
+
+@register_estimator("gigpo", record_states=True)
+def _gigpo(batch: EstimatorInput) -> torch.Tensor:
+    """GiGPO's (B, T) advantages: TRL's GRPO advantage of each episode plus `gigpo_omega` times each turn's
+    step advantage on the turn's tokens (step groups span every process, as the episode groups do)."""
+    config, episodes, group = batch.config, batch.episodes, batch.group_size
+    returns = [
+        [] if math.isnan(r) else turn_returns(e.turn_rewards, r, config.gigpo_gamma)  # NaN: left out
+        for e, r in zip(episodes, batch.local_rewards.tolist(), strict=True)
+    ]
+    states = [e.state_keys[: len(rs)] for e, rs in zip(episodes, returns, strict=True)]
+    if batch.gather is not None:  # every process's episodes, in the global batch's order
+        returns, states = batch.gather(returns), batch.gather(states)
+    step = gigpo_step_advantages(returns, states, group, scale=config.gigpo_step_scale)[batch.rows]
+    spans = [e.reply_spans[: len(values)] for e, values in zip(episodes, step, strict=True)]
+    tokens = per_turn_to_tokens(step, spans, batch.mask.size(1)).to(batch.grpo)
+    # the share of turns that share their anchor state with another turn of their group (all processes)
+    visits = Counter((i // group, key) for i, keys in enumerate(states) for key in keys)
+    shared = sum(count for count in visits.values() if count > 1)
+    batch.log("gigpo/anchored_turn_share", shared / max(1, sum(visits.values())))
+    return batch.grpo.unsqueeze(1) + config.gigpo_omega * tokens

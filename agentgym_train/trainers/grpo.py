@@ -13,9 +13,7 @@ clipping, importance sampling, PEFT, the reference model and distributed gatheri
 from __future__ import annotations
 
 import json
-import math
 import warnings
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,7 +78,8 @@ class MultiTurnGRPOConfig(GRPOConfig):
             "help": "grpo (TRL's group normalisation, KL as TRL's loss term), rloo (leave-one-out baseline, "
             "KL as TRL's loss term), reinforce++ or reinforce++_baseline (per-token k1 KL times beta folded "
             "into the reward, returns-to-go, whitened over the global batch), gigpo (GRPO plus a step-level "
-            "advantage over turns of a group that start from the same env state). See agentgym_train.advantages."
+            "advantage over turns of a group that start from the same env state), or any name registered with "
+            "agentgym_train.advantages.register_estimator."
         },
     )
     reinforce_gamma: float = field(
@@ -163,9 +162,8 @@ class MultiTurnGRPOConfig(GRPOConfig):
     def __post_init__(self) -> None:
         if isinstance(self.env_kwargs, str):
             self.env_kwargs = json.loads(self.env_kwargs)
-        if self.advantage_estimator not in adv.ESTIMATORS:
-            raise ValueError(f"advantage_estimator must be one of {adv.ESTIMATORS}, got {self.advantage_estimator!r}")
-        if self.advantage_estimator != "grpo" and self.multi_objective_aggregation != "sum_then_normalize":
+        estimator = adv.get_estimator(self.advantage_estimator)  # a ValueError naming the registered ones
+        if not estimator.any_aggregation and self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError(
                 f"multi_objective_aggregation={self.multi_objective_aggregation!r} is GRPO's; "
                 f"{self.advantage_estimator} takes the weighted sum of the rewards ('sum_then_normalize')"
@@ -289,7 +287,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             eos_token_ids=self.eos_token_ids,
             chat_template_kwargs=args.chat_template_kwargs,
             env_timeout=args.env_timeout,
-            record_states=args.advantage_estimator == "gigpo",
+            record_states=adv.get_estimator(args.advantage_estimator).record_states,
         )
         if args.overlong_buffer_len > 0:  # one more reward function, as TRL adds an environment's get_reward
             self.reward_funcs.append(trunc.overlong_penalty)
@@ -334,41 +332,32 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             self.rollout_batches += 1
             for scheduler in self._schedulers():
                 scheduler.after_rollout(self.rollout_batches)
-        estimator = self.args.advantage_estimator
-        if estimator == "rloo":
-            group = self.num_generations if training else self.num_generations_eval
-            rloo = adv.rloo(self.rewards, group)[self._local_rows(len(inputs))]
-            output["advantages"] = rloo.to(output["advantages"])
-        elif estimator in adv.KL_IN_REWARD:
-            output["advantages"] = self._reinforce_pp(output, len(inputs)).to(output["advantages"].dtype)
-        elif estimator == "gigpo":
-            output["advantages"] = self._gigpo(output, len(inputs))
+        estimator = adv.get_estimator(self.args.advantage_estimator)  # the registry: no branch per estimator
+        output["advantages"] = estimator.fn(self._estimator_input(output, len(inputs))).to(output["advantages"])
         return output
 
-    def _gigpo(self, output: dict[str, Any], n: int) -> torch.Tensor:
-        """GiGPO's (B, T) advantages: TRL's GRPO advantage of each episode plus `gigpo_omega` times each turn's
-        step advantage on the turn's tokens (step groups span every process, as the episode groups do)."""
+    def _estimator_input(self, output: dict[str, Any], n: int) -> adv.EstimatorInput:
+        """What the registered estimator sees of this scored batch (`advantages.EstimatorInput`)."""
         from accelerate.utils import gather_object
 
-        args, episodes = self.args, self.last_episodes
-        rewards = self.local_rewards(n).tolist()
-        returns = [
-            [] if math.isnan(r) else adv.turn_returns(e.turn_rewards, r, args.gigpo_gamma)  # NaN: left out
-            for e, r in zip(episodes, rewards, strict=True)
-        ]
-        states = [e.state_keys[: len(rs)] for e, rs in zip(episodes, returns, strict=True)]
-        if self.accelerator.num_processes > 1:  # every process's episodes, in the global batch's order
-            returns, states = gather_object(returns), gather_object(states)
-        group = self.num_generations if self.model.training else self.num_generations_eval
-        step = adv.gigpo_step_advantages(returns, states, group, scale=args.gigpo_step_scale)[self._local_rows(n)]
-        spans = [e.reply_spans[: len(values)] for e, values in zip(episodes, step, strict=True)]
-        tokens = adv.per_turn_to_tokens(step, spans, output["completion_ids"].size(1)).to(output["advantages"])
-        # the share of turns that share their anchor state with another turn of their group (all processes)
-        visits = Counter((i // group, key) for i, keys in enumerate(states) for key in keys)
-        shared = sum(count for count in visits.values() if count > 1)
-        mode = "train" if self.model.training else "eval"
-        self._metrics[mode]["gigpo/anchored_turn_share"].append(shared / max(1, sum(visits.values())))
-        return output["advantages"].unsqueeze(1) + args.gigpo_omega * tokens
+        mask = output["completion_mask"]
+        if output.get("tool_mask") is not None:
+            mask = mask * output["tool_mask"]
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        return adv.EstimatorInput(
+            rewards=self.rewards,
+            group_size=self.num_generations if self.model.training else self.num_generations_eval,
+            rows=self._local_rows(n),
+            grpo=output["advantages"],
+            mask=mask,
+            episodes=self.last_episodes,
+            config=self.args,
+            kl_coef=self.beta,
+            reduce=self._reduce_sum,
+            gather=gather_object if self.accelerator.num_processes > 1 else None,
+            kl=lambda: self._kl_in_reward(output, mask),
+            log=lambda name, value: metrics[name].append(value),
+        )
 
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
         """TRL's rewards per function (all processes); keeps their weighted sum as `self.rewards`, the reward
@@ -392,34 +381,17 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     def _reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         return self.accelerator.reduce(tensor, reduction="sum") if self.accelerator.num_processes > 1 else tensor
 
-    def _reinforce_pp(self, output: dict[str, Any], n: int) -> torch.Tensor:
-        """REINFORCE++ token advantages; the k1 KL against the reference model (beta > 0) enters the reward."""
-        mask = output["completion_mask"]
-        if output.get("tool_mask") is not None:
-            mask = mask * output["tool_mask"]
-        kl = None
-        if self.beta != 0.0:
-            # TRL's reference logprobs of this rollout; its loss adds no KL term for these estimators.
-            kl = (self._rollout_policy_logps(output) - output.pop("ref_per_token_logps")) * mask
-            mode = "train" if self.model.training else "eval"
-            totals = self._reduce_sum(torch.stack([kl.sum(), mask.sum().to(kl.dtype)]))
-            self._metrics[mode]["kl"].append((totals[0] / totals[1].clamp(min=1)).item())
-        group = self.num_generations if self.model.training else self.num_generations_eval
-        paid, ends = self.turn_payments(mask)
-        return adv.reinforce_pp_advantages(
-            self.args.advantage_estimator,
-            self.rewards,
-            group,
-            self._local_rows(n),
-            mask,
-            kl,
-            self.beta,
-            self.args.reinforce_gamma,
-            self._reduce_sum,
-            paid,
-            ends,
-            self.args.turn_gamma,
+    def _kl_in_reward(self, output: dict[str, Any], mask: torch.Tensor) -> torch.Tensor | None:
+        """(B, T) k1 KL of the sampling policy against the reference on the model tokens (None when beta is 0),
+        for estimators with the KL in the reward; TRL's loss then adds no KL term (`_compute_loss`)."""
+        if self.beta == 0.0:
+            return None
+        kl = (self._rollout_policy_logps(output) - output.pop("ref_per_token_logps")) * mask
+        totals = self._reduce_sum(torch.stack([kl.sum(), mask.sum().to(kl.dtype)]))
+        self._metrics["train" if self.model.training else "eval"]["kl"].append(
+            (totals[0] / totals[1].clamp(min=1)).item()
         )
+        return kl
 
     def turn_payments(self, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, T) the env's payments during the last rollout's episodes on the model tokens (`mask`) of the turns
@@ -443,7 +415,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         return logps
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
-        if self.args.advantage_estimator not in adv.KL_IN_REWARD:
+        if not adv.get_estimator(self.args.advantage_estimator).kl_in_reward:
             return super()._compute_loss(model, inputs)
         beta, self.beta = self.beta, 0.0  # REINFORCE++: the KL is in the advantages, not a loss term
         try:
