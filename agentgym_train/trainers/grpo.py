@@ -22,6 +22,7 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing, unwrap_model_for_generation
 
 from agentgym_train import advantages as adv
+from agentgym_train import sampling
 from agentgym_train import truncation as trunc
 from agentgym_train.rollout import Episode, RolloutEngine, Task, TurnGenerator, make_generator
 from agentgym_train.scheduler import MaxTurnScheduler
@@ -120,6 +121,17 @@ class MultiTurnGRPOConfig(GRPOConfig):
         },
     )
     overlong_penalty_factor: float = field(default=1.0, metadata={"help": "Weight of the overlong penalty."})
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={
+            "help": "DAPO's dynamic sampling: a group whose episodes all get the same reward leaves the batch and a "
+            "group of a new train task takes its slot, until none is left or the cap is spent (see sampling.py)."
+        },
+    )
+    dynamic_sampling_max_extra: float = field(
+        default=1.0,
+        metadata={"help": "Dynamic sampling's cap: most new groups per rollout batch, as a multiple of its groups."},
+    )
     overlong_length: str = field(
         default="reply",
         metadata={
@@ -169,6 +181,8 @@ class MultiTurnGRPOConfig(GRPOConfig):
                 f"{self.advantage_estimator} takes the weighted sum of the rewards ('sum_then_normalize')"
             )
         trunc.check_settings(self)
+        if self.dynamic_sampling_max_extra < 0:
+            raise ValueError(f"dynamic_sampling_max_extra must be >= 0, got {self.dynamic_sampling_max_extra}")
         if self.sampler not in ("cached", "generate"):
             raise ValueError(f"sampler must be 'cached' or 'generate', got {self.sampler!r}")
         if self.bf16 is None and not torch.cuda.is_available():
@@ -231,7 +245,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     `episode/truncated_replies` (replies the reply budget cut), `episode/masked_truncated_replies`,
     `episode/masked_truncated_episodes`, `episode/masked_budget_truncated` (left out of the loss by the
     `truncated_replies` and `budget_truncated_episodes` guards), `episode/overlong_penalty`,
-    `rollout/max_turns`, `rollout/generation_time`, `rollout/env_time`, `rollout/env_time_share`.
+    `rollout/max_turns`, `rollout/generation_time`, `rollout/env_time`, `rollout/env_time_share`, and with
+    `dynamic_sampling` the `sampling/*` shares and costs (`agentgym_train.sampling.Refill`).
     """
 
     _tag_names = ["trl", "grpo", "agentgym", "multi-turn"]
@@ -261,6 +276,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         self.last_episodes: list[Episode] = []
         self.rollout_batches = 0  # training rollouts generated so far: the max-turn schedule's clock
         self.rewards: torch.Tensor | None = None  # the last rollout's rewards, all processes (see _calculate_rewards)
+        self._scored: torch.Tensor | None = None  # rewards per function that dynamic sampling computed already
         with warnings.catch_warnings():
             # `rollout_func` is marked experimental in TRL; this trainer is built on it deliberately.
             warnings.filterwarnings("ignore", message="You are using 'rollout_func'")
@@ -362,7 +378,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
         """TRL's rewards per function (all processes); keeps their weighted sum as `self.rewards`, the reward
         every estimator uses (NaN where every function returned None)."""
-        per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        per_func, self._scored = self._scored, None  # dynamic sampling scored the batch in the rollout
+        if per_func is None:
+            per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if self.args.overlong_buffer_len > 0:  # the penalty alone does not make an unscorable episode scorable
             unscorable = torch.isnan(per_func[:, :-1]).all(dim=1)
             per_func[unscorable, -1] = torch.nan
@@ -423,26 +441,20 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         finally:
             self.beta = beta
 
+    def _generate(self, prompts: list[Any]) -> Any:
+        out = super()._generate(prompts)
+        prompts[:] = [row["prompt"] for row in self._rollout_rows]  # dynamic sampling's new tasks, for TRL's logs
+        return out
+
     def _rollout(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, Any]:
         rows = self._rollout_rows
         if len(rows) != len(prompts):
             raise RuntimeError(f"rollout got {len(prompts)} prompts for {len(rows)} dataset rows")
-        tasks = [Task(r["env_id"], r["task_id"], r.get("split"), r.get("seed")) for r in rows]
-        if self.use_vllm:  # TRL synced the weights to vLLM before calling this; no local copy is gathered
-            episodes = self.engine.run(tasks, self._sampler(self.vllm_generation))
-        else:
-            with (
-                unwrap_model_for_generation(
-                    self.model_wrapped,
-                    self.accelerator,
-                    gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                    generation_kwargs=self.generation_kwargs,
-                    gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
-                ) as unwrapped_model,
-                torch.no_grad(),
-                self._dist.summon_full_params(self.model_wrapped, recurse=False),
-            ):
-                episodes = self.engine.run(tasks, self._sampler(unwrapped_model))
+        episodes = self._play(rows)
+        if self.args.dynamic_sampling and self.model.training:  # rows of refilled slots are replaced in place
+            episodes, refill = sampling.refill(self, rows, episodes, self._play)
+            for name, value in refill.metrics().items():
+                self._metrics["train"][name].append(value)
         self.last_episodes = episodes
         self._log_rollout(episodes)
         dropped = self._failed_groups(episodes)
@@ -453,14 +465,26 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             "completion_ids": [e.completion_ids for e in episodes],
             "logprobs": [e.logprobs for e in episodes],
             "env_mask": [[0] * len(g.env_mask) if d else g.env_mask for g, d in zip(guarded, dropped, strict=True)],
-            "overlong_penalty": penalty,
-            "episode_return": [e.episode_return for e in episodes],
-            "success": [float(e.success) for e in episodes],
-            "turns": [e.turns for e in episodes],
-            "truncated": [float(e.truncated or e.budget_truncated) for e in episodes],
-            "budget_truncated": [float(e.budget_truncated) for e in episodes],
-            "invalid_replies": [e.invalid_replies for e in episodes],
+            **sampling.reward_fields(episodes, penalty),
         }
+
+    def _play(self, rows: list[dict[str, Any]]) -> list[Episode]:
+        """The episodes of these dataset rows' tasks (one per row), under the current policy."""
+        tasks = [Task(r["env_id"], r["task_id"], r.get("split"), r.get("seed")) for r in rows]
+        if self.use_vllm:  # TRL synced the weights to vLLM before calling this; no local copy is gathered
+            return self.engine.run(tasks, self._sampler(self.vllm_generation))
+        with (
+            unwrap_model_for_generation(
+                self.model_wrapped,
+                self.accelerator,
+                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                generation_kwargs=self.generation_kwargs,
+                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+            ) as unwrapped_model,
+            torch.no_grad(),
+            self._dist.summon_full_params(self.model_wrapped, recurse=False),
+        ):
+            return self.engine.run(tasks, self._sampler(unwrapped_model))
 
     def _failed_groups(self, episodes: list[Episode]) -> list[bool]:
         """Per local episode: is it in a group (over all processes) where an env failed? Those groups

@@ -1,0 +1,179 @@
+"""Dynamic sampling (DAPO, Yu et al. 2025): zero-variance groups leave the batch, new tasks refill it.
+
+Under group normalisation a group whose episodes all score the same has advantage 0 everywhere: it
+adds nothing to the gradient and dilutes the batch. With `dynamic_sampling`, the GRPO trainer scores
+each rollout inside the rollout with its own reward functions (the `reward_weights`-weighted sum that
+TRL then trains on, so the variance is decided on the very reward the loss sees), replaces each such
+group by a group of `num_generations` episodes of a new task of the train dataset, and repeats until
+no zero-variance group is left or the cap of extra groups (`dynamic_sampling_max_extra` times the
+batch's groups) is spent; zero-variance groups still there then stay (advantage 0), and are counted.
+A new group takes over its slot's rows, so the batch keeps its size and its rows on every process.
+
+Every process takes the same decisions: they are made on the gathered rewards, the new tasks are drawn
+from one permutation seeded by `seed` and the rollout batch's index, and each refill round splits its
+episodes evenly over the processes (its group count rounded up so that they divide), then gathers them
+to the processes that hold the slots. The scores are handed to TRL's scoring step, so each episode's
+reward functions run once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Refill:
+    """What dynamic sampling did to one rollout batch (all processes)."""
+
+    groups: int = 0  # the batch's groups
+    zero_variance: int = 0  # of those, zero-variance before any refill
+    dropped: int = 0  # zero-variance groups left out of the batch (the batch's and the refills')
+    kept: int = 0  # zero-variance groups kept because the cap was spent
+    extra_groups: int = 0  # new groups rolled out
+    extra_episodes: int = 0
+    rounds: int = 0  # extra rollout rounds
+
+    def metrics(self) -> dict[str, float]:
+        rolled = self.groups + self.extra_groups
+        return {
+            "sampling/zero_variance_share": self.zero_variance / max(self.groups, 1),
+            "sampling/dropped_group_share": self.dropped / max(rolled, 1),
+            "sampling/dropped_groups": float(self.dropped),
+            "sampling/kept_zero_variance_groups": float(self.kept),
+            "sampling/extra_episodes": float(self.extra_episodes),
+            "sampling/extra_rounds": float(self.rounds),
+        }
+
+
+def zero_variance(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """(N / group_size,) bool: every scorable (non-NaN) reward of the group is equal, or fewer than two are
+    scorable; such a group's GRPO advantages are all 0."""
+    groups = rewards.float().view(-1, group_size)
+    valid = ~torch.isnan(groups)
+    high = torch.where(valid, groups, -math.inf).max(dim=1).values
+    low = torch.where(valid, groups, math.inf).min(dim=1).values
+    return (valid.sum(dim=1) < 2) | (high == low)
+
+
+def reward_fields(episodes: list[Any], penalty: list[float]) -> dict[str, list[Any]]:
+    """The rollout's extra fields that TRL hands to the reward functions, per episode."""
+    return {
+        "overlong_penalty": penalty,
+        "episode_return": [e.episode_return for e in episodes],
+        "success": [float(e.success) for e in episodes],
+        "turns": [e.turns for e in episodes],
+        "truncated": [float(e.truncated or e.budget_truncated) for e in episodes],
+        "budget_truncated": [float(e.budget_truncated) for e in episodes],
+        "invalid_replies": [e.invalid_replies for e in episodes],
+    }
+
+
+def score(trainer: Any, rows: list[dict[str, Any]], episodes: list[Any]) -> torch.Tensor:
+    """(N, F) every process's rewards per reward function for these rows' episodes, as TRL's scoring step
+    computes them (the trainer's `_calculate_rewards`, fed what TRL feeds it); sets `trainer.rewards`."""
+    from trl.data_utils import is_conversational
+
+    from agentgym_train import truncation
+
+    _, penalty = truncation.guard_rollout(episodes, trainer.args)
+    fields = reward_fields(episodes, penalty)
+    inputs = [{**row, **{k: v[i] for k, v in fields.items()}} for i, row in enumerate(rows)]
+    prompts = [row["prompt"] for row in rows]
+    ids = [e.completion_ids for e in episodes]
+    texts = trainer.processing_class.batch_decode(ids, skip_special_tokens=True)
+    if prompts and is_conversational({"prompt": prompts[0]}):
+        texts = [[{"role": "assistant", "content": text}] for text in texts]
+    return trainer._calculate_rewards(inputs, prompts, texts, ids)
+
+
+class TaskDraws:
+    """New task rows for one rollout batch: the train dataset in one seeded order, tasks of the batch and
+    tasks drawn already skipped while others are left (then repeats)."""
+
+    def __init__(self, dataset: Any, seed: int, taken: set[tuple[Any, ...]]):
+        self.dataset, self.taken = dataset, taken
+        self.order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
+        names = getattr(dataset, "column_names", None) or []
+        columns = [dataset[c] if c in names else [None] * len(dataset) for c in ("env_id", "task_id", "split")]
+        self.keys = [(env_id, str(task), split) for env_id, task, split in zip(*columns, strict=True)]  # task_key
+
+    def draw(self, count: int) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        while len(rows) < count:
+            fresh = [i for i in self.order if self.keys[i] not in self.taken]
+            if not fresh:  # every task is in the batch or drawn: draw again from the whole dataset
+                self.taken = set()
+                continue
+            for index in fresh[: count - len(rows)]:
+                self.taken.add(self.keys[index])
+                rows.append(dict(self.dataset[index]))
+        return rows
+
+
+def task_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row.get("env_id"), str(row.get("task_id")), row.get("split"))
+
+
+def refill(trainer: Any, rows: list[dict[str, Any]], episodes: list[Any], run: Any) -> tuple[list[Any], Refill]:
+    """Dynamic sampling over this process's `rows` and their `episodes` (the rollout batch as run).
+
+    Replaces, in place, the rows of each refilled slot (the trainer's rollout rows: TRL's inputs), and
+    returns the episodes of the batch now, with what happened. `run(rows)` plays rows' episodes on this
+    process. Leaves the final batch's rewards per function (all processes) in `trainer._scored` for
+    TRL's scoring step.
+    """
+    from accelerate.utils import gather_object
+
+    args, accelerator = trainer.args, trainer.accelerator
+    group, processes, rank = trainer.num_generations, accelerator.num_processes, accelerator.process_index
+    start, episodes = rank * len(rows), list(episodes)
+    trainer._scored = None
+    scores = score(trainer, rows, episodes)
+    timing = dict(trainer.engine.timing)
+    open_slots = torch.nonzero(zero_variance(trainer.rewards, group)).flatten().tolist()
+    report = Refill(groups=scores.size(0) // group, zero_variance=len(open_slots))
+    unit = processes // math.gcd(group, processes)  # groups whose episodes split evenly over the processes
+    cap = math.ceil(args.dynamic_sampling_max_extra * report.groups / unit) * unit
+    taken = [task_key(row) for row in rows]
+    draws = TaskDraws(
+        trainer.train_dataset,
+        args.seed * 1_000_003 + trainer.rollout_batches,
+        set(gather_object(taken) if processes > 1 else taken),
+    )
+    while open_slots and report.extra_groups < cap:
+        count = min(math.ceil(len(open_slots) / unit) * unit, cap - report.extra_groups)
+        new = draws.draw(count)
+        batch = [row for row in new for _ in range(group)]
+        share = len(batch) // processes
+        mine = [dict(row) for row in batch[rank * share : (rank + 1) * share]]
+        played = run(mine)
+        for key, seconds in trainer.engine.timing.items():
+            timing[key] = timing.get(key, 0.0) + seconds
+        new_scores = score(trainer, mine, played)
+        flat = zero_variance(trainer.rewards, group).tolist()
+        played = gather_object(played) if processes > 1 else played
+        report.dropped += sum(flat)  # zero-variance new groups leave at once
+        report.rounds, report.extra_groups, report.extra_episodes = (
+            report.rounds + 1,
+            report.extra_groups + count,
+            report.extra_episodes + len(batch),
+        )
+        for j in [j for j, flat_group in enumerate(flat) if not flat_group]:
+            if not open_slots:
+                break
+            slot = open_slots.pop(0)
+            report.dropped += 1  # the slot's zero-variance group leaves
+            for k in range(group):
+                row, source = slot * group + k, j * group + k
+                scores[row] = new_scores[source]
+                if start <= row < start + len(rows):
+                    rows[row - start] = dict(batch[source])
+                    episodes[row - start] = played[source]
+    report.kept = len(open_slots)
+    trainer.engine.timing = timing
+    trainer._scored = scores
+    return episodes, report

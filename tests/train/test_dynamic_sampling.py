@@ -1,0 +1,120 @@
+"""Dynamic sampling (issue 25.2): a zero-variance group leaves the batch and a group of a new task takes its slot.
+
+The tiny model's BabyAI episodes are played for real; their returns are then scripted per call of the engine:
+in the groups listed as flat every episode returns 1, elsewhere returns alternate 0, 1, 0, 1 within a group.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from train_helpers import grpo_args
+
+from agentgym_train import sampling
+from agentgym_train.tiny import load_model
+from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer, episode_return
+
+
+def _scripted(trainer: MultiTurnGRPOTrainer, flat: dict[int, set[int]]) -> list[list[str]]:
+    """Scripts the engine's returns: in call c, the groups in flat[c] return 1 throughout. Returns the task
+    ids of each call's groups."""
+    calls: list[list[str]] = []
+    run, group = trainer.engine.run, trainer.num_generations
+
+    def scripted(tasks: list[Any], *args: Any, **kwargs: Any) -> list[Any]:
+        episodes = run(tasks, *args, **kwargs)
+        for i, episode in enumerate(episodes):
+            episode.episode_return = 1.0 if i // group in flat.get(len(calls), set()) else float(i % 2)
+        calls.append([t.task_id for t in tasks[::group]])
+        return episodes
+
+    trainer.engine.run = scripted
+    return calls
+
+
+def _trainer(tiny_babyai: Path, tmp_path: Path, **overrides: Any) -> MultiTurnGRPOTrainer:
+    model, tokenizer = load_model(tiny_babyai)
+    funcs = overrides.pop("funcs", None)
+    args = grpo_args(tmp_path, max_turns=2, dynamic_sampling=True, **overrides)
+    trainer = MultiTurnGRPOTrainer(model, args, processing_class=tokenizer, reward_funcs=funcs)
+    trainer.model.train()  # as in training: dynamic sampling leaves evaluation alone
+    return trainer
+
+
+def test_zero_variance_group_leaves_the_loss_and_a_new_task_takes_its_slot(tiny_babyai: Path, tmp_path: Path) -> None:
+    trainer = _trainer(tiny_babyai, tmp_path)
+    calls = _scripted(trainer, {0: {0}, 1: {0}})  # the batch's first group is flat, and so is the first refill
+    batch = next(iter(trainer.get_train_dataloader()))
+    original = [row["task_id"] for row in batch[::4]]
+    out = trainer._generate_and_score_completions(batch)
+
+    # three rounds: the batch (2 groups), a refill that was flat too, a refill with variance
+    assert [len(c) for c in calls] == [2, 1, 1]
+    assert calls[0] == original
+    new_task = calls[2][0]
+    assert len({original[0], original[1], calls[1][0], new_task}) == 4  # refills are tasks not in the batch
+    trained = [e.task.task_id for e in trainer.last_episodes]
+    assert trained == [new_task] * 4 + [original[1]] * 4
+    assert [row["task_id"] for row in batch] == trained  # TRL's rows (the reward functions' inputs) follow
+    assert original[0] not in trained and calls[1][0] not in trained
+    # every episode of the batch now has a nonzero GRPO advantage: the flat group is out of the loss
+    returns = torch.tensor([0.0, 1.0, 0.0, 1.0] * 2)
+    expected = (returns.view(2, 4) - 0.5) / (returns.view(2, 4).std(dim=1, keepdim=True) + 1e-4)
+    assert torch.allclose(out["advantages"], expected.flatten(), atol=1e-5)
+    assert torch.equal(trainer.rewards, returns)
+    assert list(trainer._logs["prompt"])[-8:] == [row["prompt"] for row in batch]
+    metrics = {k: v[-1] for k, v in trainer._metrics["train"].items() if k.startswith("sampling/")}
+    assert metrics == {
+        "sampling/zero_variance_share": 0.5,  # 1 of the batch's 2 groups
+        "sampling/dropped_group_share": 0.5,  # 2 dropped (the batch's and the first refill) of 4 rolled out
+        "sampling/dropped_groups": 2.0,
+        "sampling/kept_zero_variance_groups": 0.0,
+        "sampling/extra_episodes": 8.0,
+        "sampling/extra_rounds": 2.0,
+    }
+    trainer.engine.close()
+
+
+def test_spent_cap_keeps_the_zero_variance_group_with_advantage_zero(tiny_babyai: Path, tmp_path: Path) -> None:
+    # cap: 0.5 x 2 groups = 1 extra group, and that one is flat too
+    trainer = _trainer(tiny_babyai, tmp_path, dynamic_sampling_max_extra=0.5)
+    calls = _scripted(trainer, {0: {0}, 1: {0}})
+    batch = next(iter(trainer.get_train_dataloader()))
+    original = [row["task_id"] for row in batch[::4]]
+    out = trainer._generate_and_score_completions(batch)
+    assert [len(c) for c in calls] == [2, 1]
+    assert [e.task.task_id for e in trainer.last_episodes] == [original[0]] * 4 + [original[1]] * 4
+    assert torch.count_nonzero(out["advantages"][:4]) == 0
+    assert torch.count_nonzero(out["advantages"][4:]) == 4
+    metrics = {k: v[-1] for k, v in trainer._metrics["train"].items() if k.startswith("sampling/")}
+    assert metrics["sampling/kept_zero_variance_groups"] == 1.0
+    assert metrics["sampling/dropped_groups"] == 1.0  # the flat refill
+    assert metrics["sampling/dropped_group_share"] == pytest.approx(1 / 3)
+    assert (metrics["sampling/extra_episodes"], metrics["sampling/extra_rounds"]) == (4.0, 1.0)
+    trainer.engine.close()
+
+
+@pytest.mark.parametrize(("weights", "refilled"), [([1.0, 1.0], False), ([1.0, 0.0], True)])
+def test_variance_is_the_trained_reward(
+    tiny_babyai: Path, tmp_path: Path, weights: list[float], refilled: bool
+) -> None:
+    """A second reward function that varies inside every group: the flat group has variance under the weighted
+    sum, and none when its weight is 0."""
+
+    def position(completions: list[Any], **kwargs: Any) -> list[float]:
+        return [float(i % 2) for i in range(len(completions))]
+
+    trainer = _trainer(tiny_babyai, tmp_path, reward_weights=weights, funcs=[episode_return, position])
+    calls = _scripted(trainer, {0: {0, 1}})
+    trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
+    assert (len(calls) > 1) == refilled
+    trainer.engine.close()
+
+
+def test_zero_variance_leaves_unscorable_episodes_out() -> None:
+    nan = float("nan")
+    rewards = torch.tensor([1.0, 1.0, nan, 1.0, 0.0, 1.0, nan, nan, nan, 2.0, nan, nan])
+    assert sampling.zero_variance(rewards, 3).tolist() == [True, False, True, True]
