@@ -42,11 +42,14 @@ DESCRIPTORS = 256
 def limited_server(*args: str) -> Iterator[tuple[int, int]]:
     """`agentgym serve BABYAI ARGS` in a subprocess allowed DESCRIPTORS descriptors: (port, pid)."""
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (DESCRIPTORS, DESCRIPTORS))
-
-    command = [sys.executable, "-m", "agentgym_train.cli", "serve", BABYAI, "--port", "0", *args]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, preexec_fn=limit)
+    # The child lowers its own limit before the CLI starts (no preexec_fn: this process may run threads).
+    start = (
+        "import resource, runpy, sys; "
+        f"resource.setrlimit(resource.RLIMIT_NOFILE, ({DESCRIPTORS}, {DESCRIPTORS})); "
+        "sys.argv = ['agentgym', *sys.argv[1:]]; runpy.run_module('agentgym_train.cli', run_name='__main__')"
+    )
+    command = [sys.executable, "-c", start, "serve", BABYAI, "--port", "0", *args]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
         line = server.stdout.readline()
