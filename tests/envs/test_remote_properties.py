@@ -460,6 +460,38 @@ def test_concurrent_calls_on_one_session_are_each_answered_and_one_close_wins(se
     _healthy(served)
 
 
+compat_calls = st.one_of(
+    st.tuples(st.just("/reset"), st.fixed_dictionaries({}, optional={"data_idx": st.integers(0, 3)})),
+    st.tuples(st.just("/step"), st.fixed_dictionaries({"action": st.sampled_from(["inventory", "go forward", "x"])})),
+    st.tuples(st.just("/observation"), st.none()),
+    st.tuples(st.just("/close"), st.just({})),
+)
+
+
+@SMALL_BUDGET
+@given(first=FIRSTS, calls=st.lists(compat_calls, min_size=2, max_size=8))
+def test_concurrent_calls_on_one_agentgym_id_are_each_answered_and_one_close_wins(servers, first, calls) -> None:
+    served = servers[first]
+    created = _check(_post(served, "/create", {}), "POST /create", served)
+    compat_id = created if isinstance(created, int) else created.get("id", created.get("env_idx"))
+    id_field = "env_idx" if first == DEEPSEARCH else "id"
+
+    def call(spec: tuple[str, Any]) -> httpx.Response:
+        path, body = spec
+        if body is None:
+            return served.http.get(path, params={id_field: compat_id})
+        index = {"id": 0} if first == DEEPSEARCH and path == "/reset" else {}  # SearchQA's task index field
+        return _post(served, path, {**body, **index, id_field: compat_id})
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        replies = list(pool.map(call, calls))
+    payloads = [_check(reply, f"{spec} concurrently", served) for reply, spec in zip(replies, calls, strict=True)]
+    closes = [payload is True for (path, _), payload in zip(calls, payloads, strict=True) if path == "/close"]
+    assert closes.count(True) == (1 if closes else 0), (calls, payloads)
+    after = _post(served, "/close", {id_field: compat_id})
+    assert (after.json() is True) == (not closes), after.text  # closed already, or closed now
+
+
 @SMALL_BUDGET
 @given(
     first=FIRSTS,
