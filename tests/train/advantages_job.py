@@ -48,4 +48,7 @@ def main(output_dir: str) -> None:
 
 
 if __name__ == "__main__":
+    from train_helpers import close_process_group
+
     main(sys.argv[1])
+    close_process_group()

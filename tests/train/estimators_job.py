@@ -103,10 +103,11 @@ def main(model_dir: str, output_dir: str) -> None:
         report["world_size"] = trainer.accelerator.num_processes
         del trainer
     Path(output_dir, f"rank-{rank}.json").write_text(json.dumps(report))
-    if torch.distributed.is_initialized():  # gloo's threads end before the interpreter does
-        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
+    from train_helpers import close_process_group
+
     main(sys.argv[1], sys.argv[2])
+    close_process_group()

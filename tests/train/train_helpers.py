@@ -32,3 +32,15 @@ def grpo_args(output_dir: Path, **overrides: Any) -> Any:
         **overrides,
     }
     return MultiTurnGRPOConfig(output_dir=str(output_dir), **options)
+
+
+def close_process_group() -> None:
+    """The end of a multi-process job (`tests/train/*_job.py`): waits for every process, then ends the process
+    group. A gloo group left to the interpreter's exit aborts a process now and then (`terminate called without
+    an active exception`: its threads are still joinable when the C++ statics go), and a process that leaves
+    first tears down the connections of one still in a collective."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
