@@ -1,4 +1,6 @@
-"""Dynamic sampling (DAPO, Yu et al. 2025): zero-variance groups leave the batch, new tasks refill it.
+"""What the rollout's sampling puts into the loss: dynamic sampling, and TRL's vLLM importance sampling's shares.
+
+Dynamic sampling (DAPO, Yu et al. 2025): zero-variance groups leave the batch, new tasks refill it.
 
 Under group normalisation a group whose episodes all score the same has advantage 0 everywhere: it
 adds nothing to the gradient and dilutes the batch. With `dynamic_sampling`, the GRPO trainer scores
@@ -177,3 +179,42 @@ def refill(trainer: Any, rows: list[dict[str, Any]], episodes: list[Any], run: A
     trainer.engine.timing = timing
     trainer._scored = scores
     return episodes, report
+
+
+# ---- what TRL's vLLM importance sampling leaves in the loss ------------------------------------------------
+
+
+def importance_sampling_counts(
+    output: dict[str, Any], mode: str, bounds: tuple[float | None, float | None]
+) -> torch.Tensor | None:
+    """This process's counts for `importance_sampling_shares`: model tokens that TRL's vLLM importance sampling
+    takes out of the loss (ratio 0, the `*_mask` modes), tokens whose ratio it capped at one of `bounds` (the
+    `*_truncate` modes), model tokens, episodes left without a model token, episodes. None without a ratio."""
+    ratio = output.get("importance_sampling_ratio")
+    if ratio is None:
+        return None
+    mask = output["completion_mask"].bool()
+    if output.get("tool_mask") is not None:
+        mask = mask & output["tool_mask"].bool()
+    ratio = ratio.expand_as(mask)  # the sequence modes give one ratio per episode
+    masked = (ratio == 0) & mask
+    clipped = torch.zeros_like(mask)
+    if mode.endswith("_truncate"):
+        for bound in bounds:
+            if bound is not None:
+                clipped |= (ratio == bound) & mask  # clamp returns the bound itself
+    episodes = mask.any(dim=1)
+    left_out = episodes & ~(mask & ~masked).any(dim=1)
+    counts = [masked.sum(), clipped.sum(), mask.sum(), left_out.sum(), episodes.sum()]
+    return torch.stack(counts).to(torch.float64)
+
+
+def importance_sampling_shares(totals: list[float]) -> dict[str, float]:
+    """The logged shares from `importance_sampling_counts` summed over processes: of the model tokens masked and
+    capped, of the episodes masked (an episode counts as masked when none of its model tokens is left)."""
+    masked_tokens, clipped_tokens, tokens, masked_episodes, n = totals
+    return {
+        "sampling/is_masked_token_share": masked_tokens / max(tokens, 1),
+        "sampling/is_clipped_token_share": clipped_tokens / max(tokens, 1),
+        "sampling/is_masked_episode_share": masked_episodes / max(n, 1),
+    }

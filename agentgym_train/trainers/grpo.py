@@ -515,37 +515,16 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         )
 
     def _log_importance_sampling(self, output: dict[str, Any]) -> None:
-        """Shares, over all processes, of the rollout's model tokens and episodes that TRL's vLLM importance
-        sampling takes out of the loss (ratio 0, the `*_mask` modes), and of the tokens whose ratio it capped
-        (the `*_truncate` modes). An episode counts as masked when none of its model tokens is left."""
-        ratio = output.get("importance_sampling_ratio")
-        if ratio is None:  # no vLLM, or the correction is off
-            return
-        mask = output["completion_mask"].bool()
-        if output.get("tool_mask") is not None:
-            mask = mask & output["tool_mask"].bool()
-        ratio = ratio.expand_as(mask)  # the sequence modes give one ratio per episode
-        masked = (ratio == 0) & mask
-        clipped = torch.zeros_like(mask)
-        if self.vllm_importance_sampling_mode.endswith("_truncate"):
-            for bound in (self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max):
-                if bound is not None:
-                    clipped |= (ratio == bound) & mask  # clamp returns the bound itself
-        episodes = mask.any(dim=1)
-        counts = torch.stack(
-            [
-                masked.sum(),
-                clipped.sum(),
-                mask.sum(),
-                (episodes & ~(mask & ~masked).any(dim=1)).sum(),
-                episodes.sum(),
-            ]
-        ).to(torch.float64)
-        masked_tokens, clipped_tokens, tokens, masked_episodes, n = self._reduce_sum(counts).tolist()
-        metrics = self._metrics["train" if self.model.training else "eval"]
-        metrics["sampling/is_masked_token_share"].append(masked_tokens / max(tokens, 1))
-        metrics["sampling/is_clipped_token_share"].append(clipped_tokens / max(tokens, 1))
-        metrics["sampling/is_masked_episode_share"].append(masked_episodes / max(n, 1))
+        """Shares of what TRL's vLLM importance sampling masks or caps (`sampling.importance_sampling_counts`)."""
+        counts = sampling.importance_sampling_counts(
+            output,
+            self.vllm_importance_sampling_mode,
+            (self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max),
+        )
+        if counts is not None:  # None: no vLLM, or the correction is off
+            metrics = self._metrics["train" if self.model.training else "eval"]
+            for name, value in sampling.importance_sampling_shares(self._reduce_sum(counts).tolist()).items():
+                metrics[name].append(value)
 
     def _log_guards(self, episodes: list[Episode], guarded: list[trunc.Guarded], penalty: list[float]) -> None:
         """The truncation guards' shares (`truncation.shares`), over all processes."""
