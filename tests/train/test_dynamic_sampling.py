@@ -6,6 +6,11 @@ in the groups listed as flat every episode returns 1, elsewhere returns alternat
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +123,28 @@ def test_zero_variance_leaves_unscorable_episodes_out() -> None:
     nan = float("nan")
     rewards = torch.tensor([1.0, 1.0, nan, 1.0, 0.0, 1.0, nan, nan, nan, 2.0, nan, nan])
     assert sampling.zero_variance(rewards, 3).tolist() == [True, False, True, True]
+
+
+def test_two_processes_refill_a_group_that_straddles_them(tiny_babyai: Path, tmp_path: Path) -> None:
+    launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
+    assert launcher, "accelerate is installed with the [train] extra"
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    command = [launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
+    command += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
+    command += [str(Path(__file__).parent / "dynamic_sampling_job.py"), str(tiny_babyai), str(tmp_path)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["flat"] == ranks[1]["flat"]
+    # one refill round: 1 group of 4 episodes, 2 on each rank, then moved to the ranks that hold its slot
+    assert [r["calls"] for r in ranks] == [[6, 2], [6, 2]]
+    tasks = ranks[0]["tasks"] + ranks[1]["tasks"]
+    new = tasks[4]
+    assert ranks[0]["flat"] not in tasks and tasks[4:8] == [new] * 4
+    assert len(set(tasks[0:4])) == len(set(tasks[8:12])) == 1 and len({tasks[0], new, tasks[8]}) == 3
+    assert [r["rows"] for r in ranks] == [r["tasks"] for r in ranks]
+    assert all(a != 0 for r in ranks for a in r["advantages"])
+    assert ranks[0]["metrics"] == ranks[1]["metrics"]
+    assert ranks[0]["metrics"]["sampling/zero_variance_share"] == pytest.approx(1 / 3)
+    assert ranks[0]["metrics"]["sampling/dropped_groups"] == 1.0
+    assert (ranks[0]["metrics"]["sampling/extra_episodes"], ranks[0]["metrics"]["sampling/extra_rounds"]) == (4.0, 1.0)
