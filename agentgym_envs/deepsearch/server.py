@@ -45,8 +45,11 @@ def create_app(retriever: Retriever, default_topk: int = 3, chunk: int = CHUNK_Q
     """A FastAPI app serving `retriever` with the Search-R1 `/retrieve` protocol (`chunk` queries searched at once)."""
     from typing import Annotated
 
-    from fastapi import FastAPI
+    from fastapi import FastAPI, Request, Response
+    from fastapi.exceptions import RequestValidationError
     from pydantic import BaseModel, Field
+
+    from agentgym_envs.remote.wire import bounded, dumps
 
     class RetrieveRequest(BaseModel):
         queries: list[Annotated[str, Field(max_length=MAX_QUERY_CHARS)]] = Field(max_length=MAX_QUERIES)
@@ -55,6 +58,22 @@ def create_app(retriever: Retriever, default_topk: int = 3, chunk: int = CHUNK_Q
         return_scores: bool = False
 
     app = FastAPI(title="AgentGym Deep Search retrieval server")
+
+    async def invalid(request: Request, error: Exception) -> Response:
+        """FastAPI's 422 without the inputs it echoes, which JSON may not hold (a lone surrogate in a query,
+        an infinite topk: its reply failed with a 500), in ASCII JSON; each location and message cut short."""
+        assert isinstance(error, RequestValidationError)
+        shown = [
+            {
+                "type": e["type"],
+                "loc": [part if isinstance(part, int) else bounded(str(part), 100) for part in e["loc"]],
+                "msg": bounded(str(e["msg"]), 300),
+            }
+            for e in error.errors()[:20]
+        ]
+        return Response(dumps({"detail": shown}), status_code=422, media_type="application/json")
+
+    app.add_exception_handler(RequestValidationError, invalid)
 
     def retrieve(request: RetrieveRequest) -> dict[str, Any]:
         hits = search_in_chunks(retriever, request.queries, request.topk or default_topk, chunk)
