@@ -74,9 +74,10 @@ def reward_fields(episodes: list[Any], penalty: list[float]) -> dict[str, list[A
     }
 
 
-def score(trainer: Any, rows: list[dict[str, Any]], episodes: list[Any]) -> torch.Tensor:
+def score(trainer: Any, rows: list[dict[str, Any]], episodes: list[Any]) -> tuple[torch.Tensor, list[dict[str, Any]]]:
     """(N, F) every process's rewards per reward function for these rows' episodes, as TRL's scoring step
-    computes them (the trainer's `_calculate_rewards`, fed what TRL feeds it); sets `trainer.rewards`."""
+    computes them (the trainer's `_calculate_rewards`, fed what TRL feeds it; sets `trainer.rewards`), and per
+    row what the reward functions logged for it with `log_extra` (one value per row, as TRL expects)."""
     from trl.data_utils import is_conversational
 
     from agentgym_train import truncation
@@ -89,7 +90,16 @@ def score(trainer: Any, rows: list[dict[str, Any]], episodes: list[Any]) -> torc
     texts = trainer.processing_class.batch_decode(ids, skip_special_tokens=True)
     if prompts and is_conversational({"prompt": prompts[0]}):
         texts = [[{"role": "assistant", "content": text}] for text in texts]
-    return trainer._calculate_rewards(inputs, prompts, texts, ids)
+    pending = trainer._pending_extra_logs
+    before = {column: len(values) for column, values in pending.items()}
+    scores = trainer._calculate_rewards(inputs, prompts, texts, ids)
+    logged: list[dict[str, Any]] = [{} for _ in rows]
+    for column, values in pending.items():
+        added = values[before.get(column, 0) :]
+        if len(added) == len(rows):
+            for entry, value in zip(logged, added, strict=True):
+                entry[column] = value
+    return scores, logged
 
 
 class TaskDraws:
@@ -134,7 +144,8 @@ def refill(trainer: Any, rows: list[dict[str, Any]], episodes: list[Any], run: A
     group, processes, rank = trainer.num_generations, accelerator.num_processes, accelerator.process_index
     start, episodes = rank * len(rows), list(episodes)
     trainer._scored = None
-    scores = score(trainer, rows, episodes)
+    base = {column: list(values) for column, values in trainer._pending_extra_logs.items()}
+    scores, logged = score(trainer, rows, episodes)
     timing = dict(trainer.engine.timing)
     open_slots = torch.nonzero(zero_variance(trainer.rewards, group)).flatten().tolist()
     report = Refill(groups=scores.size(0) // group, zero_variance=len(open_slots))
@@ -155,9 +166,10 @@ def refill(trainer: Any, rows: list[dict[str, Any]], episodes: list[Any], run: A
         played = run(mine)
         for key, seconds in trainer.engine.timing.items():
             timing[key] = timing.get(key, 0.0) + seconds
-        new_scores = score(trainer, mine, played)
+        new_scores, new_logged = score(trainer, mine, played)
         flat = zero_variance(trainer.rewards, group).tolist()
-        played = gather_object(played) if processes > 1 else played
+        if processes > 1:  # every process's share of the round, in the round's order
+            played, new_logged = gather_object(played), gather_object(new_logged)
         report.dropped += sum(flat)  # zero-variance new groups leave at once
         report.rounds, report.extra_groups, report.extra_episodes = (
             report.rounds + 1,
@@ -174,10 +186,14 @@ def refill(trainer: Any, rows: list[dict[str, Any]], episodes: list[Any], run: A
                 scores[row] = new_scores[source]
                 if start <= row < start + len(rows):
                     rows[row - start] = dict(batch[source])
-                    episodes[row - start] = played[source]
+                    episodes[row - start], logged[row - start] = played[source], new_logged[source]
     report.kept = len(open_slots)
     trainer.engine.timing = timing
     trainer._scored = scores
+    trainer._pending_extra_logs.clear()  # what reward functions logged (`log_extra`), for the batch's rows only
+    trainer._pending_extra_logs.update(base)
+    for column in sorted({column for entry in logged for column in entry}):
+        trainer._pending_extra_logs[column].extend(entry.get(column) for entry in logged)
     return episodes, report
 
 

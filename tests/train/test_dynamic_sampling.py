@@ -50,7 +50,11 @@ def _trainer(tiny_babyai: Path, tmp_path: Path, **overrides: Any) -> MultiTurnGR
 
 
 def test_zero_variance_group_leaves_the_loss_and_a_new_task_takes_its_slot(tiny_babyai: Path, tmp_path: Path) -> None:
-    trainer = _trainer(tiny_babyai, tmp_path)
+    def tagged(completions: list[Any], task_id: list[str], log_extra: Any, **kwargs: Any) -> list[float]:
+        log_extra("task", list(task_id))  # the completions table's column: must name the rows trained on
+        return [0.0] * len(completions)
+
+    trainer = _trainer(tiny_babyai, tmp_path, funcs=[episode_return, tagged])
     calls = _scripted(trainer, {0: {0}, 1: {0}})  # the batch's first group is flat, and so is the first refill
     batch = next(iter(trainer.get_train_dataloader()))
     original = [row["task_id"] for row in batch[::4]]
@@ -71,6 +75,7 @@ def test_zero_variance_group_leaves_the_loss_and_a_new_task_takes_its_slot(tiny_
     assert torch.allclose(out["advantages"], expected.flatten(), atol=1e-5)
     assert torch.equal(trainer.rewards, returns)
     assert list(trainer._logs["prompt"])[-8:] == [row["prompt"] for row in batch]
+    assert list(trainer._logs["extra"]["task"]) == trained
     metrics = {k: v[-1] for k, v in trainer._metrics["train"].items() if k.startswith("sampling/")}
     assert metrics == {
         "sampling/zero_variance_share": 0.5,  # 1 of the batch's 2 groups
