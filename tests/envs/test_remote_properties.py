@@ -79,7 +79,10 @@ def servers() -> Iterator[dict[str, Served]]:
 
 
 FIRSTS = st.sampled_from([TEXTCRAFT, BABYAI, DEEPSEARCH])
-any_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=30)
+#: Texts the server must carry or refuse cleanly: lone surrogates (legal in a Python str, not in UTF-8),
+#: NUL, bidirectional controls, digits past Python's int-parsing limit; mixed with any text at all.
+HOSTILE_TEXTS = ["\ud800", "a\udfffb", "\udc80", "\x00", "\u202e", "9" * 5000, "", " ", "null", "NaN"]
+any_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=30) | st.sampled_from(HOSTILE_TEXTS)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | any_text,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(any_text, inner, max_size=4),
@@ -185,6 +188,25 @@ def test_wrong_types_in_every_field_are_answered_never_500(servers, first, route
     if route in ("/reset", "/step", "/close") and "id" not in fields and "env_idx" not in fields:
         fields = {**fields, "id": served.compat_id, "env_idx": served.compat_id}
     _check(_post(served, path, fields), f"POST {path} {fields!r:.300}", served)
+
+
+#: One hostile value of each kind, for the sweep of every field of every route.
+SWEEP_VALUES = ["\ud800", "9" * 5000, None, True, -1, 2**70, 1e308, [], {}, [[["x"]]], {"\udc80": 0}]
+
+
+@pytest.mark.parametrize("first", [TEXTCRAFT, BABYAI, DEEPSEARCH])
+def test_every_field_of_every_route_with_each_hostile_value_is_answered_never_500(servers, first) -> None:
+    """A sweep, not a sample: each value alone in each field of each route (found the echoed JSON-RPC id)."""
+    served = servers[first]
+    for route in POST_ROUTES:
+        path = _path(served, route)
+        for field in FIELDS:
+            for value in SWEEP_VALUES:
+                body = {field: value}
+                if route in ("/reset", "/step", "/close") and field not in ("id", "env_idx"):
+                    body |= {"id": served.compat_id, "env_idx": served.compat_id}
+                _check(_post(served, path, body), f"POST {path} {body!r:.200}", served)
+    _healthy(served)
 
 
 big_ints = st.integers() | st.sampled_from([2**31, 2**63, 2**64 + 1, -(2**63) - 1, 10**4000])

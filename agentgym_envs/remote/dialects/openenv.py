@@ -42,7 +42,7 @@ from contextlib import suppress
 from importlib import metadata as importlib_metadata
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Body, FastAPI, WebSocket, WebSocketDisconnect
+from fastapi import Body, FastAPI, Response, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.types import Scope, Send
 
@@ -292,11 +292,11 @@ def add_openenv_routes(app: FastAPI, manager: SessionManager) -> None:
         return _schemas()
 
     @app.post(prefix + "/mcp", tags=tags)
-    async def openenv_mcp(env_id: str, body: Annotated[dict[str, Any] | None, Body()] = None) -> dict[str, Any]:
+    async def openenv_mcp(env_id: str, body: Annotated[dict[str, Any] | None, Body()] = None) -> Response:
         """OpenEnv's MCP endpoint: a JSON-RPC error, since these envs expose no MCP tools."""
         manager.check_env_id(env_id)
         request_id = body.get("id") if isinstance(body, dict) and isinstance(body.get("id"), (int, str)) else None
-        return {
+        reply = {
             "jsonrpc": "2.0",
             "id": request_id,
             "error": {
@@ -304,6 +304,8 @@ def add_openenv_routes(app: FastAPI, manager: SessionManager) -> None:
                 "message": f"{env_id} exposes no MCP tools: play it over the WebSocket {OPENENV_PREFIX}/{env_id}/ws",
             },
         }
+        # wire.dumps escapes the id the client chose, which FastAPI's encoder refuses for a lone surrogate (a 500)
+        return Response(wire.dumps(reply), media_type="application/json")
 
     @app.get(prefix + "/openapi.json", include_in_schema=False)
     async def openenv_openapi(env_id: str) -> dict[str, Any]:
