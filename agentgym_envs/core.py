@@ -208,6 +208,8 @@ class TextEnv(gym.Env[str, str]):
         splits: The split names this scenario has.
         client_kwargs: The constructor kwargs a remote client may choose (name -> checker, see
             `agentgym_envs.clientargs`); an env server refuses every other kwarg from a client.
+        ray_resources: What one env needs as a Ray actor (`agentgym_envs.cluster`): `num_cpus` and
+            `memory` (bytes) per env, and `envs_per_actor` (light envs share an actor).
     """
 
     # render_fps only quiets the env checker: ansi rendering returns text and never sleeps.
@@ -219,6 +221,7 @@ class TextEnv(gym.Env[str, str]):
     default_max_turn_tokens: ClassVar[int | None] = None
     splits: ClassVar[tuple[str, ...]] = ("train", "test")
     client_kwargs: ClassVar[Mapping[str, ClientKwarg]] = BASE_CLIENT_KWARGS
+    ray_resources: ClassVar[Mapping[str, float]] = {"num_cpus": 1 / 32, "memory": 64 * 2**20, "envs_per_actor": 32}
 
     def __init__(self, render_mode: str | None = None, max_observation_length: int = 1 << 17):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:

@@ -113,6 +113,8 @@ class DeepSearchEnv(TextEnv):
     action_format = "tags"
     stop_strings = ("<information>",)  # search results are the env's part (agentgym_wrappers.stops)
     default_max_turn_tokens = 512  # step-by-step thinking and one query (the paper's rollout.max_tokens)
+    #: lighter than a JVM, heavier than a grid: 8 envs share a Ray actor (agentgym_envs.cluster)
+    ray_resources = {"num_cpus": 1 / 8, "memory": 256 * 2**20, "envs_per_actor": 8}
     system_prompt = (
         "You answer questions by searching an encyclopedia. Think step by step in plain text. To search, "
         "write <search> query </search>; the top results come back between <information> and "

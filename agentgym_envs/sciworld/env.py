@@ -113,6 +113,8 @@ class SciWorldEnv(TextEnv):
 
     #: A remote client may choose the task types; the JVM's settings are the operator's (agentgym_envs.clientargs).
     client_kwargs = {**TextEnv.client_kwargs, "task_names": SubsetOf(tuple(T.TASK_TYPES))}
+    #: one JVM per env (512 MB heap, ~0.7 GB resident), so one env per Ray actor (agentgym_envs.cluster)
+    ray_resources = {"num_cpus": 0.5, "memory": 768 * 2**20, "envs_per_actor": 1}
 
     def __init__(
         self,

@@ -135,6 +135,8 @@ class WebArenaEnv(TextEnv):
         "Your reply: The product page shows the price of the lamp, $34.99, so I can answer.\n```stop [$34.99]```"
     )
     splits: ClassVar[tuple[str, ...]] = ("train", "test")
+    #: a Chromium (and the embedded sites) per env, so one env per Ray actor (agentgym_envs.cluster)
+    ray_resources: ClassVar[dict[str, float]] = {"num_cpus": 1, "memory": 1024 * 2**20, "envs_per_actor": 1}
 
     #: A remote client may choose the episode length and the page budget; task configs, site URLs, origins,
     #: the browser, the judge and timeouts are the operator's (agentgym_envs.clientargs).

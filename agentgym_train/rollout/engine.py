@@ -25,6 +25,10 @@ reply is cut there token-exactly and closed with the end-of-turn token, see
 Faults: each env call runs on a daemon thread with a timeout (`env_timeout`, `run_calls`); an env that
 raises or hangs ends its episode (`env_error`, return 0), is dropped and replaced, and the rollout goes on.
 
+Envs on a Ray cluster (`env_pool`, an `agentgym_envs.cluster.RayEnvPool`): the envs live on Ray actors,
+each batch of resets or steps is one Ray call per actor, and an env whose actor died or timed out ends its
+episode with `env_error` as above.
+
 Several processes with sharded weights (FSDP, ZeRO-3): a backend with a `sync_live(any_local)` hook
 makes the turn loop run while any process has a live episode, calling it with no contexts where none
 is left here, so every process makes the same forward passes (`agentgym_train.rollout.backends.lockstep`).
@@ -149,6 +153,8 @@ class RolloutEngine:
             call); None: no limit.
         record_states: Keep each turn's starting state (`Episode.state_keys`, GiGPO's anchor states); off
             by default, since a state digest costs a sizeable share of a cheap env's step.
+        env_pool: Where envs live: None (this process, on threads) or an `agentgym_envs.cluster.RayEnvPool`
+            (Ray actors; `env_timeout` then bounds each actor's batch, `num_env_workers` is unused).
     """
 
     def __init__(
@@ -166,6 +172,7 @@ class RolloutEngine:
         chat_template_kwargs: dict[str, Any] | None = None,
         env_timeout: float | None = 300.0,
         record_states: bool = False,
+        env_pool: Any | None = None,
     ):
         if max_completion_length < 1 or (
             max_turn_tokens is not None and not 1 <= max_turn_tokens <= max_completion_length
@@ -189,6 +196,7 @@ class RolloutEngine:
         self.num_env_workers = max(1, num_env_workers)
         self.env_timeout = env_timeout
         self.record_states = record_states
+        self.env_pool = env_pool
         self._pool: dict[str, list[MultiTurnWrapper]] = {}
         #: Episodes ended by a failing env, over the engine's life.
         self.env_errors = 0
@@ -199,6 +207,9 @@ class RolloutEngine:
     def _make(self, env_id: str) -> MultiTurnWrapper:
         import agentgym_envs  # noqa: F401  (registers the ids, also in worker processes)
 
+        if self.env_pool is not None:  # a PooledEnv: made on its actor at its first reset
+            wrapper = {"system_prompt": self.system_prompt, "stop_strings": self.stop_strings}
+            return self.env_pool.acquire(env_id, self.env_kwargs, wrapper)
         env = gym.make(env_id, **self.env_kwargs)
         return MultiTurnWrapper(env, system_prompt=self.system_prompt, stop_strings=self.stop_strings)
 
@@ -248,11 +259,7 @@ class RolloutEngine:
         self, tasks: Sequence[Task], slots: list[_Slot], generate: TurnGenerator, progress: Callable[[int], None] | None
     ) -> list[Episode]:
         started = time.perf_counter()
-        resets = run_calls(
-            [lambda s=s, t=t: self._reset(s, t) for s, t in zip(slots, tasks, strict=True)],
-            self.num_env_workers,
-            self.env_timeout,
-        )
+        resets = self._reset_all(slots, tasks)
         self.timing["env"] += time.perf_counter() - started
         episodes: list[Episode] = []
         live = []
@@ -288,11 +295,7 @@ class RolloutEngine:
                 replies.append((reply, end))
 
             started = time.perf_counter()
-            steps = run_calls(
-                [lambda env=slots[i].env, r=reply: env.step(r) for i, (reply, _) in zip(live, replies, strict=True)],
-                self.num_env_workers,
-                self.env_timeout,
-            )
+            steps = self._step_all([slots[i].env for i in live], [reply for reply, _ in replies])
             self.timing["env"] += time.perf_counter() - started
 
             still_live = []
@@ -340,6 +343,35 @@ class RolloutEngine:
             live = still_live
         return episodes
 
+    def _reset_all(self, slots: list[_Slot], tasks: Sequence[Task]) -> list[Any]:
+        """Each slot's new `Episode`, or the exception its env's making or reset raised."""
+        if self.env_pool is None:
+            calls = [lambda s=s, t=t: self._reset(s, t) for s, t in zip(slots, tasks, strict=True)]
+            return run_calls(calls, self.num_env_workers, self.env_timeout)
+        for slot in slots:
+            if slot.env is None:
+                slot.env = self._make(slot.env_id)
+        envs = [slot.env for slot in slots]
+        results = self.env_pool.reset(
+            envs,
+            [t.seed for t in tasks],
+            [t.options() for t in tasks],
+            max_turns=self.max_turns,
+            timeout=self.env_timeout,
+            with_state=self.record_states,
+        )
+        return [
+            r if isinstance(r, Exception) else self._episode(env, task, r[0], r[1])
+            for env, task, r in zip(envs, tasks, results, strict=True)
+        ]
+
+    def _step_all(self, envs: list[Any], replies: list[str]) -> list[Any]:
+        """Each env's step result for its reply, or the exception the step raised."""
+        if self.env_pool is None:
+            calls = [lambda env=env, r=reply: env.step(r) for env, reply in zip(envs, replies, strict=True)]
+            return run_calls(calls, self.num_env_workers, self.env_timeout)
+        return self.env_pool.step(envs, replies, timeout=self.env_timeout, with_state=self.record_states)
+
     def _stop_strings(self, strings: tuple[str, ...]) -> StopStrings:
         if strings not in self._stops:
             self._stops[strings] = StopStrings(self.tokenizer, strings)
@@ -375,6 +407,10 @@ class RolloutEngine:
         env = slot.env
         env.limit_turns(self.max_turns)
         observation, info = env.reset(seed=task.seed, options=task.options())
+        return self._episode(env, task, observation, info)
+
+    def _episode(self, env: Any, task: Task, observation: str, info: dict[str, Any]) -> Episode:
+        """A new episode of `env` (a `MultiTurnWrapper`, or a `PooledEnv` that mirrors one), just reset."""
         budget = self.max_turn_tokens or min(turn_tokens_for(env), self.max_completion_length)
         return Episode(
             task=task,

@@ -1,0 +1,186 @@
+"""The Ray cluster checks, run by test_ray_pool.py under `unshare -n` (a network namespace with only loopback).
+
+Starts a head and a second node (`LoopbackCluster`), each with a custom resource of its own and one they
+share, runs the checks against them, stops every process of the cluster by PID and writes what it saw
+as JSON (the test asserts on it). Usage: python ray_cluster_job.py MODEL_DIR OUT_JSON
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from train_helpers import BABYAI, ENV_KWARGS
+
+from agentgym_envs.cluster.local import LoopbackCluster, namespace_inode
+from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.tiny import load_tokenizer
+
+NODES = [
+    {"num_cpus": 4, "resources": {"envs": 8, "head_node": 8}},
+    {"num_cpus": 2, "resources": {"envs": 8, "node2": 8}},
+]
+ACTIONS = ["Action: turn left", "Action: turn right", "Action: go forward", "Action: go forward"]
+
+
+def scripted(tokenizer: Any, actions: list[str]) -> Any:
+    """A TurnGenerator whose reply depends only on the context (so equal envs give equal trajectories)."""
+    encoded = [[*tokenizer(a, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id] for a in actions]
+
+    def generate(contexts: list[list[int]], max_new_tokens: int, stop: Any = None) -> list[Any]:
+        out = []
+        for context in contexts:
+            ids = encoded[sum(context) % len(encoded)][:max_new_tokens]
+            out.append((ids, [-0.5] * len(ids)))
+        return out
+
+    return generate
+
+
+def signature(episode: Any) -> dict[str, Any]:
+    stats = {k: v for k, v in episode.stats.items() if k != "wall_time"}
+    return {
+        "completion_ids": episode.completion_ids,
+        "prompt_ids": episode.prompt_ids,
+        "env_mask": episode.env_mask,
+        "logprobs": episode.logprobs,
+        "replies": episode.replies,
+        "messages": episode.messages,
+        "return": episode.episode_return,
+        "turns": episode.turns,
+        "success": episode.success,
+        "ended": [episode.terminated, episode.truncated, episode.budget_truncated],
+        "env_error": episode.env_error,
+        "stats": repr(stats),
+    }
+
+
+def node_ids(ray: Any) -> dict[str, str]:
+    """Custom resource -> id of the node that has it."""
+    out = {}
+    for node in ray.nodes():
+        if node["Alive"]:
+            for name in ("head_node", "node2"):
+                if name in node["Resources"]:
+                    out[name] = node["NodeID"]
+    return out
+
+
+def unauthenticated_driver(address: str) -> dict[str, Any]:
+    """A driver with a wrong token: Ray's token authentication must turn it away."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 32})
+    code = f"import ray; ray.init(address={address!r}, _node_ip_address='127.0.0.1'); print('CONNECTED', flush=True)"
+    started = time.perf_counter()
+    try:
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
+        text, rc = out.stdout + out.stderr, out.returncode
+    except subprocess.TimeoutExpired as error:
+        text, rc = str(error.stdout or "") + str(error.stderr or ""), None
+    return {"connected": "CONNECTED" in text, "rc": rc, "seconds": time.perf_counter() - started, "tail": text[-400:]}
+
+
+def main(model_dir: str, out_path: str) -> None:
+    results: dict[str, Any] = {"inode": namespace_inode(), "timings": {}}
+    timings = results["timings"]
+    tokenizer = load_tokenizer(model_dir)
+    engine_args = {"max_turns": 6, "max_completion_length": 512, "max_turn_tokens": 16, "env_kwargs": ENV_KWARGS}
+    cluster = LoopbackCluster(NODES)
+    started = time.perf_counter()
+    with cluster:
+        timings["cluster_start"] = time.perf_counter() - started
+        import ray
+
+        from agentgym_envs.cluster import RayEnvPool
+
+        started = time.perf_counter()
+        ray.init(address=cluster.address, _node_ip_address="127.0.0.1", log_to_driver=False)
+        timings["connect"] = time.perf_counter() - started
+        nodes = node_ids(ray)
+        results["nodes"] = nodes
+
+        # 1. the same 32 BabyAI episodes in this process and on the cluster
+        tasks = [Task(BABYAI, i, "train", 100 + i) for i in range(32)]
+        local = RolloutEngine(tokenizer, **engine_args).run(tasks, scripted(tokenizer, ACTIONS))
+        pool = RayEnvPool(resource="envs")
+        engine = RolloutEngine(tokenizer, env_pool=pool, env_timeout=120, **engine_args)
+        started = time.perf_counter()
+        remote = engine.run(tasks, scripted(tokenizer, ACTIONS))
+        timings["ray_rollout_first"] = time.perf_counter() - started
+        started = time.perf_counter()
+        again = engine.run(tasks, scripted(tokenizer, ACTIONS))  # the same envs, reset (not re-created)
+        timings["ray_rollout_again"] = time.perf_counter() - started
+        results["equal"] = [signature(a) == signature(b) for a, b in zip(local, remote, strict=True)]
+        results["equal_again"] = [signature(a) == signature(b) for a, b in zip(local, again, strict=True)]
+        results["successes"] = sum(e.success for e in local)
+        results["actors_after_two_rollouts"] = len(pool._actors)
+        pool.close()
+
+        # 2. envs land on the node whose resource their pool names
+        results["placement"] = {}
+        for name in ("node2", "head_node"):
+            placed = RayEnvPool(resource=name, envs_per_actor=4)
+            RolloutEngine(tokenizer, env_pool=placed, env_timeout=120, **engine_args).run(
+                tasks[:8], scripted(tokenizer, ACTIONS)
+            )
+            results["placement"][name] = placed.placement()
+            placed.close()
+
+        # 3. the second node's raylet killed mid-rollout
+        pool = RayEnvPool(resource="envs", envs_per_actor=8, max_restarts=2)
+        engine = RolloutEngine(tokenizer, env_pool=pool, env_timeout=120, **{**engine_args, "max_turns": 8})
+        local8 = RolloutEngine(tokenizer, **{**engine_args, "max_turns": 8}).run(tasks, scripted(tokenizer, ACTIONS))
+        engine.run(tasks, scripted(tokenizer, ACTIONS))  # makes the actors, SPREAD over both nodes
+        by_node = {}
+        for actor in pool._actors:
+            by_node.setdefault(ray.get(actor.handle.node_id.remote(), timeout=60), []).extend(sorted(actor.keys))
+        results["before_kill"] = {node: len(keys) for node, keys in by_node.items()}
+        keys_on_node2 = set(by_node.get(nodes["node2"], []))
+        turns = {"n": 0}
+        circling = scripted(tokenizer, ["Action: turn left"])
+
+        def killing(contexts: list[list[int]], max_new_tokens: int, stop: Any = None) -> list[Any]:
+            turns["n"] += 1
+            if turns["n"] == 2:  # the raylet killed, and its workers (the actors) gone with it
+                started = time.perf_counter()
+                results["killed_workers"] = len(cluster.kill_node("node2"))
+                timings["workers_gone_after_kill"] = time.perf_counter() - started
+            return circling(contexts, max_new_tokens)
+
+        slots_before = list(engine._pool[BABYAI])
+        started = time.perf_counter()
+        killed = engine.run(tasks, killing)
+        timings["rollout_with_kill"] = time.perf_counter() - started
+        on_node2 = {id(e) for e in slots_before if e.key in keys_on_node2}
+        # the engine's pooled envs were taken in pool order: map episodes to envs by the order they were taken
+        taken = list(reversed(slots_before))[: len(tasks)]
+        results["kill"] = [
+            {"on_node2": id(env) in on_node2, "env_error": ep.env_error, "turns": ep.turns}
+            for env, ep in zip(taken, killed, strict=True)
+        ]
+        results["env_errors"] = engine.env_errors
+        started = time.perf_counter()
+        after = engine.run(tasks, scripted(tokenizer, ACTIONS))
+        timings["rollout_after_kill"] = time.perf_counter() - started
+        results["after_kill_errors"] = [e.env_error for e in after]
+        results["after_kill_placement"] = pool.placement()
+        results["after_kill_equal"] = [signature(a) == signature(b) for a, b in zip(local8, after, strict=True)]
+        pool.close()
+
+        # 4. a driver without the cluster's token is turned away
+        results["unauthenticated"] = unauthenticated_driver(cluster.address)
+
+        ray.shutdown()
+        started = time.perf_counter()
+        results["left"] = cluster.stop()
+        timings["cluster_stop"] = time.perf_counter() - started
+    with open(out_path, "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,116 @@
+"""The env pool on Ray (`agentgym_envs.cluster`) against a real two-node Ray cluster on this machine.
+
+The cluster runs inside a network namespace of the test's own with only loopback (`unshare -n`), so no
+Ray port is reachable from anything but this machine's loopback; `ray_cluster_job.py` starts it, runs
+the checks, stops every process of it by PID and reports; the test asserts on the report and checks that
+no process is left in the namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentgym_envs.cluster import check_bind_address, resources_for
+from agentgym_envs.cluster.local import namespace_pids
+
+pytest.importorskip("ray")
+HERE = Path(__file__).parent
+
+
+def unshare_works() -> str | None:
+    """None where `unshare -n` may make a network namespace here, else why not."""
+    try:
+        out = subprocess.run(["unshare", "-n", "true"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unshare is not available: {error}"
+    return None if out.returncode == 0 else f"`unshare -n` is not permitted here: {out.stderr.strip()}"
+
+
+def test_a_head_the_network_reaches_is_refused_unless_the_user_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray
+
+    from agentgym_envs.cluster import RayEnvPool
+    from agentgym_envs.cluster.local import only_loopback
+
+    def no_ray(*args, **kwargs):  # a guard: this test must never start Ray
+        raise AssertionError(f"ray.init was called with {args} {kwargs}")
+
+    monkeypatch.setattr(ray, "init", no_ray)
+    for wildcard in ("0.0.0.0", "::", " "):
+        with pytest.raises(ValueError, match="every network interface"):
+            RayEnvPool("local", node_ip_address=wildcard)
+    if not only_loopback():  # here Ray would bind a head asked for 127.0.0.1 to the machine's address
+        with pytest.raises(ValueError, match="refusing to start a local Ray head"):
+            RayEnvPool("local")
+    assert check_bind_address("0.0.0.0", allow_all_interfaces=True) == "0.0.0.0"
+    assert check_bind_address("127.0.0.1") == "127.0.0.1"
+    if not os.environ.get("RAY_ADDRESS") and not ray.is_initialized():
+        with pytest.raises(ValueError, match="no Ray cluster named"):  # never a head started by default
+            RayEnvPool(None)
+
+
+def test_scenarios_declare_what_an_env_needs_on_ray() -> None:
+    light, jvm, browser = (
+        resources_for("AgentGym/BabyAI-GoToLocal-v0"),
+        resources_for("AgentGym/SciWorld-v0"),
+        resources_for("AgentGym/WebArena-v0"),
+    )
+    assert light.envs_per_actor == 32 and light.actor_options()["num_cpus"] == pytest.approx(1.0)
+    assert jvm.envs_per_actor == 1 and jvm.memory >= 512 * 2**20
+    assert browser.envs_per_actor == 1 and browser.num_cpus >= 1
+    assert resources_for("AgentGym/SciWorld-v0", envs_per_actor=2).envs_per_actor == 2
+
+
+@pytest.mark.slow
+def test_envs_on_a_two_node_ray_cluster_match_in_process_envs_and_survive_a_lost_node(
+    tiny_babyai: Path, tmp_path: Path
+) -> None:
+    reason = unshare_works()
+    if reason is not None:
+        pytest.skip(reason)
+    out = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run(
+        ["unshare", "-n", sys.executable, str(HERE / "ray_cluster_job.py"), str(tiny_babyai), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0 and out.exists(), run.stdout[-3000:] + run.stderr[-6000:]
+    report = json.loads(out.read_text())
+    print(json.dumps({k: v for k, v in report.items() if k not in ("equal", "equal_again", "after_kill_equal")}))
+    assert namespace_pids(report["inode"]) == [], "processes of the test's Ray cluster were left running"
+    assert report["left"] == []
+
+    # 32 BabyAI episodes: the same tokens, masks, chats and stats on Ray as in this process, also when the
+    # envs are reused (reset, not re-created: one actor of 32 envs for both rollouts)
+    assert all(report["equal"]) and all(report["equal_again"]), report["equal"]
+    assert report["successes"] > 0 and report["actors_after_two_rollouts"] == 1
+
+    nodes = report["nodes"]
+    assert report["placement"] == {"node2": {nodes["node2"]: 8}, "head_node": {nodes["head_node"]: 8}}
+
+    # the second node lost mid-rollout: its episodes end with env_error, the others finish, the rollout returns
+    assert report["before_kill"].get(nodes["node2"], 0) > 0 and report["before_kill"].get(nodes["head_node"], 0) > 0
+    kill = report["kill"]
+    assert report["killed_workers"] > 0, report
+    lost = [k for k in kill if k["on_node2"]]
+    kept = [k for k in kill if not k["on_node2"]]
+    assert len(lost) == report["before_kill"][nodes["node2"]]
+    assert all(k["env_error"] and "Actor" in k["env_error"].split(":")[0] for k in lost), lost
+    assert all(k["env_error"] is None and k["turns"] == 8 for k in kept), kept
+    assert report["env_errors"] == len(lost)
+    # the next rollout makes the lost envs again on the remaining node and plays as in this process
+    assert report["after_kill_errors"] == [None] * 32
+    assert report["after_kill_placement"] == {nodes["head_node"]: 32}
+    assert all(report["after_kill_equal"])
+
+    # token authentication: a driver with the wrong token never joins
+    assert not report["unauthenticated"]["connected"], report["unauthenticated"]
