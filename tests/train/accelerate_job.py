@@ -44,4 +44,7 @@ def by_length(completions, **kwargs):
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
+    from train_helpers import close_process_group
+
     main(sys.argv[1], sys.argv[2])
+    close_process_group()

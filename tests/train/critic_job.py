@@ -140,4 +140,7 @@ def main(model_dir: str, output_dir: str) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
+    from train_helpers import close_process_group
+
     main(*sys.argv[1:3])
+    close_process_group()

@@ -95,4 +95,7 @@ def main(model_dir: str, output_dir: str, precision: str) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
+    from train_helpers import close_process_group
+
     main(*sys.argv[1:4])
+    close_process_group()

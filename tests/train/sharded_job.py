@@ -112,4 +112,7 @@ def by_length(completions, **kwargs):
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
+    from train_helpers import close_process_group
+
     main(*sys.argv[1:5])
+    close_process_group()

@@ -1,4 +1,4 @@
-"""The estimators' edge cases and defaults that the mutation run (`tox -e mutants`, docs/mutation-testing.md)
+"""The estimators' edge cases and defaults that the mutation run (`tox -e mutants`, docs/contributing.md)
 found untested: groups of 2 and groups with one scorable episode, rows with no model token, the documented
 defaults, a reduce over another process's rows, the per-turn discount inside REINFORCE++, GiGPO's step groups
 and scaling, and the refusals' messages. Expected values are worked out by hand or by naive loops here."""

@@ -207,4 +207,7 @@ def by_length(completions, **kwargs):
 
 
 if __name__ == "__main__":
+    from train_helpers import close_process_group
+
     main(*sys.argv[1:4])
+    close_process_group()
