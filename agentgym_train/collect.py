@@ -321,8 +321,10 @@ class ModelPolicy:
         temperature: float = 1.0,
         batch_size: int = 64,
         chat_template_kwargs: dict[str, Any] | None = None,
+        env_pool: Any | None = None,
     ) -> None:
         self.model, self.tokenizer = model, tokenizer
+        self.env_pool = env_pool  # None: envs in this process; an agentgym_envs.cluster.RayEnvPool: on Ray
         self.max_turn_tokens, self.max_completion_length = max_turn_tokens, max_completion_length
         self.temperature, self.batch_size = temperature, batch_size
         self.chat_template_kwargs = chat_template_kwargs
@@ -352,6 +354,7 @@ class ModelPolicy:
             max_turn_tokens=self.max_turn_tokens,
             env_kwargs=env_kwargs,
             chat_template_kwargs=self.chat_template_kwargs,
+            env_pool=self.env_pool,
         )
         generate = make_generator(
             self.model, self.tokenizer.pad_token_id, engine.eos_token_ids, temperature=self.temperature

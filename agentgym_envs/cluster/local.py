@@ -104,6 +104,12 @@ class LoopbackCluster:
 
     def __enter__(self) -> LoopbackCluster:
         os.environ.update({k: v for k, v in self.env.items() if k.startswith("RAY_")})
+        if "ray" in sys.modules:  # Ray read its auth settings when imported: make this process read them again
+            with contextlib.suppress(ImportError, AttributeError):
+                from ray._raylet import AuthenticationTokenLoader, Config
+
+                Config.initialize("")
+                AuthenticationTokenLoader.instance().reset_cache()
         try:
             for i, node in enumerate(self.nodes):
                 self._ray_start(node, head=i == 0)

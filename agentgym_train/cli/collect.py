@@ -12,6 +12,7 @@ from typing import Any
 
 from agentgym_train import collect
 from agentgym_train.cli.base import Command
+from agentgym_train.cli.cluster import RAY_HELP, ray_pool
 
 
 class CollectCommand(Command):
@@ -43,10 +44,14 @@ class CollectCommand(Command):
         p.add_argument("--workers", type=int, default=8, help="episodes played at once by expert, random or endpoint")
         p.add_argument("--seed", type=int, default=0, help="episode k of a task resets with seed + k")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        p.add_argument("--ray", metavar="ADDRESS", default=None, help=RAY_HELP)
 
     def run(self, args: argparse.Namespace) -> int:
         env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else None
         name = args.policy
+        if args.ray and (args.base_url or name in ("expert", "random")):
+            print("agentgym collect: --ray runs a model's envs on Ray; other policies play here", file=sys.stderr)
+            return 2
         if args.base_url:
             from agentgym_train.evaluation.endpoint import ChatEndpoint
 
@@ -71,6 +76,7 @@ class CollectCommand(Command):
                 max_completion_length=args.max_completion_length,
                 temperature=args.temperature,
                 batch_size=args.batch_size,
+                env_pool=ray_pool(args.ray),
             )
         try:
             result = collect.collect(

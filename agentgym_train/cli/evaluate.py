@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_train.cli.base import Command
+from agentgym_train.cli.cluster import RAY_HELP, ray_pool
 from agentgym_train.cli.train import NEEDS_TRAIN
 from agentgym_train.evaluation import report
 
@@ -52,6 +53,9 @@ def _policy(args: argparse.Namespace) -> Callable[[int | None], Any] | int:
         "env_kwargs": json.loads(args.env_kwargs) if args.env_kwargs else None,
         "seed": args.seed,
     }
+    if args.ray and (args.base_url or args.model in ("random", "expert")):
+        print("agentgym eval: --ray runs a model's envs on Ray; other policies play in this process", file=sys.stderr)
+        return 2
     if args.base_url:
         from agentgym_train.evaluation.endpoint import ChatEndpoint, evaluate_endpoint
 
@@ -73,6 +77,7 @@ def _policy(args: argparse.Namespace) -> Callable[[int | None], Any] | int:
         print(NEEDS_TRAIN.format("eval", error), file=sys.stderr)
         return 1
     model, tokenizer = load_model(args.model)
+    env_pool = ray_pool(args.ray)
     return lambda turns: evaluate_model(
         model,
         tokenizer,
@@ -81,6 +86,7 @@ def _policy(args: argparse.Namespace) -> Callable[[int | None], Any] | int:
         max_turn_tokens=args.max_turn_tokens,
         max_completion_length=args.max_completion_length,
         temperature=args.temperature,
+        env_pool=env_pool,
         **common,
     )
 
@@ -130,6 +136,7 @@ class EvalCommand(Command):
         p.add_argument("--max-tokens", type=int, help="most tokens per reply from --base-url (default: the scenario's)")
         p.add_argument("--workers", type=int, default=8, help="episodes played at once against --base-url")
         p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--ray", metavar="ADDRESS", default=None, help=RAY_HELP)
         p.add_argument(
             "--json",
             default=None,

@@ -214,8 +214,10 @@ def evaluate_model(
     seed: int = 0,
     progress: bool = True,
     description: str = "eval",
+    env_pool: Any | None = None,
 ) -> EvalResult:
-    """Play `episodes_per_task` episodes of each of the first `num_tasks` tasks of `split` with the model."""
+    """Play `episodes_per_task` episodes of each of the first `num_tasks` tasks of `split` with the model
+    (envs in this process, or on a Ray cluster with `env_pool`, an `agentgym_envs.cluster.RayEnvPool`)."""
     import torch
     from tqdm.auto import tqdm
 
@@ -229,6 +231,7 @@ def evaluate_model(
         max_turn_tokens=max_turn_tokens,
         stop_strings=stop_strings,
         env_kwargs=env_kwargs,
+        env_pool=env_pool,
     )
     torch.manual_seed(seed)
     generate = make_generator(model, tokenizer.pad_token_id, engine.eos_token_ids, temperature=temperature)

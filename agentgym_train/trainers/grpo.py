@@ -62,6 +62,17 @@ class MultiTurnGRPOConfig(GRPOConfig):
             "help": "Seconds one env call (make+reset, or step) may take; past it the episode fails (None: no limit)."
         },
     )
+    env_backend: str = field(
+        default="threads",
+        metadata={
+            "help": "Where rollout envs live: 'threads' (this process, stepped on threads) or 'ray' (Ray actors on "
+            "the cluster at ray_address, agentgym_envs.cluster; needs the [ray] extra)."
+        },
+    )
+    ray_address: str | None = field(
+        default=None,
+        metadata={"help": "The Ray cluster of env_backend='ray' (host:port, 'auto'; None: RAY_ADDRESS)."},
+    )
     sampler: str = field(
         default="cached",
         metadata={
@@ -227,6 +238,17 @@ def task_dataset(
     )
 
 
+def _env_pool(args: MultiTurnGRPOConfig) -> Any | None:
+    """The Ray env pool of `env_backend='ray'` (None: envs in this process)."""
+    if args.env_backend == "threads":
+        return None
+    if args.env_backend != "ray":
+        raise ValueError(f"env_backend must be 'threads' or 'ray', got {args.env_backend!r}")
+    from agentgym_envs.cluster import RayEnvPool
+
+    return RayEnvPool(args.ray_address)
+
+
 class MultiTurnGRPOTrainer(GRPOTrainer):
     """GRPO over multi-turn episodes of a text env.
 
@@ -303,6 +325,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             eos_token_ids=self.eos_token_ids,
             chat_template_kwargs=args.chat_template_kwargs,
             env_timeout=args.env_timeout,
+            env_pool=_env_pool(args),
             record_states=adv.get_estimator(args.advantage_estimator).record_states,
         )
         if args.overlong_buffer_len > 0:  # one more reward function, as TRL adds an environment's get_reward

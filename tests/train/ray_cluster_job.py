@@ -11,7 +11,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from train_helpers import BABYAI, ENV_KWARGS
@@ -81,7 +83,78 @@ def unauthenticated_driver(address: str) -> dict[str, Any]:
         text, rc = out.stdout + out.stderr, out.returncode
     except subprocess.TimeoutExpired as error:
         text, rc = str(error.stdout or "") + str(error.stderr or ""), None
-    return {"connected": "CONNECTED" in text, "rc": rc, "seconds": time.perf_counter() - started, "tail": text[-400:]}
+    return {
+        "connected": "CONNECTED" in text,
+        "token_refused": "InvalidAuthToken" in text,
+        "rc": rc,
+        "seconds": time.perf_counter() - started,
+        "tail": text[-400:],
+    }
+
+
+def env_hosts(ray: Any) -> int:
+    """`EnvHost` actors the cluster has had, live or ended (read from the GCS; no dashboard needed): a
+    command's pool ends its actors when it is dropped."""
+    from ray._private.state import actors
+
+    return sum("EnvHost" in str(a.get("ActorClassName")) for a in actors().values())
+
+
+def commands_on_ray(model_dir: str, address: str) -> dict[str, Any]:
+    import ray
+
+    from agentgym_train.cli import main as agentgym
+
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        before = env_hosts(ray)
+        kwargs = json.dumps(ENV_KWARGS)
+        common = [
+            "--tasks",
+            "4",
+            "--max-turns",
+            "3",
+            "--max-turn-tokens",
+            "8",
+            "--env-kwargs",
+            kwargs,
+            "--ray",
+            address,
+        ]
+        eval_json = os.path.join(tmp, "eval.json")
+        out["eval_rc"] = agentgym(["eval", model_dir, BABYAI, "--split", "train", *common, "--json", eval_json])
+        out["eval_episodes"] = len(json.loads(Path(eval_json).read_text()).get("episodes", []))
+        out["eval_actors"] = env_hosts(ray) - before
+        collected = os.path.join(tmp, "episodes.jsonl")
+        before = env_hosts(ray)
+        out["collect_rc"] = agentgym(["collect", model_dir, BABYAI, "--out", collected, *common, "--no-progress"])
+        out["collect_lines"] = len(Path(collected).read_text().splitlines())
+        out["collect_actors"] = env_hosts(ray) - before
+    return out
+
+
+def training_step_on_ray(model_dir: str, address: str) -> dict[str, Any]:
+    from train_helpers import grpo_args
+
+    from agentgym_train.tiny import load_model
+    from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
+
+    model, tokenizer = load_model(model_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        args = grpo_args(Path(tmp), env_backend="ray", ray_address=address, max_steps=1, env_timeout=120)
+        trainer = MultiTurnGRPOTrainer(model, args, processing_class=tokenizer)
+        trainer.train()
+        pool = trainer.engine.env_pool
+        out = {
+            "global_step": trainer.state.global_step,
+            "pool": type(pool).__name__,
+            "episodes": len(trainer.last_episodes),
+            "env_errors": trainer.engine.env_errors,
+            "envs_on_ray": sum(pool.placement().values()),
+        }
+        trainer.engine.close()
+        pool.close()
+    return out
 
 
 def main(model_dir: str, out_path: str) -> None:
@@ -171,7 +244,11 @@ def main(model_dir: str, out_path: str) -> None:
         results["after_kill_equal"] = [signature(a) == signature(b) for a, b in zip(local8, after, strict=True)]
         pool.close()
 
-        # 4. a driver without the cluster's token is turned away
+        # 4. `agentgym eval/collect --ray` and a GRPO training step with env_backend="ray" (on the head, the one left)
+        results["commands"] = commands_on_ray(model_dir, cluster.address)
+        results["train"] = training_step_on_ray(model_dir, cluster.address)
+
+        # 5. a driver without the cluster's token is turned away
         results["unauthenticated"] = unauthenticated_driver(cluster.address)
 
         ray.shutdown()

@@ -112,5 +112,13 @@ def test_envs_on_a_two_node_ray_cluster_match_in_process_envs_and_survive_a_lost
     assert report["after_kill_placement"] == {nodes["head_node"]: 32}
     assert all(report["after_kill_equal"])
 
+    # the command line and the trainer on Ray: `--ray ADDRESS`, env_backend="ray"
+    commands = report["commands"]
+    assert commands["eval_rc"] == 0 and commands["eval_episodes"] == 4 and commands["eval_actors"] == 1, commands
+    assert commands["collect_rc"] == 0 and commands["collect_lines"] == 4 and commands["collect_actors"] == 1, commands
+    train = report["train"]
+    assert train["global_step"] == 1 and train["pool"] == "RayEnvPool" and train["env_errors"] == 0, train
+    assert train["envs_on_ray"] == train["episodes"] > 0, train
+
     # token authentication: a driver with the wrong token never joins
-    assert not report["unauthenticated"]["connected"], report["unauthenticated"]
+    assert not report["unauthenticated"]["connected"] and report["unauthenticated"]["token_refused"], report
