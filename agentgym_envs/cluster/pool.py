@@ -172,7 +172,9 @@ class RayEnvPool:
         resource: A custom resource that every actor asks for (e.g. "env_node", given to CPU nodes with
             `ray start --resources '{"env_node": 16}'`), so that envs land only on those nodes.
         resource_per_actor: How much of `resource` one actor takes (a node with N of it holds N/this actors).
-        envs_per_actor, num_cpus, memory: Override the scenario's declared `ray_resources` (per env).
+        envs_per_actor: Overrides the scenario's declared `ray_resources` (envs one actor holds).
+        num_cpus: Overrides the scenario's CPUs per env.
+        memory: Overrides the scenario's bytes of memory per env.
         max_restarts: How often Ray restarts a dead actor (`ray.remote(max_restarts=...)`); steps are
             never retried (`max_task_retries=0`), since an env step is not idempotent.
         node_ip_address: This process's address on the cluster (with "local": the head's bind address).
