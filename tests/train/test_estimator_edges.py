@@ -161,3 +161,21 @@ def test_gigpo_step_groups_scaling_and_refusals() -> None:
 def test_refusals_name_the_problem() -> None:
     with pytest.raises(ValueError, match=r"expected one of \('reinforce\+\+', 'reinforce\+\+_baseline'\), got 'ppo'"):
         adv.reinforce_pp_advantages("ppo", torch.zeros(2), 2, slice(0, 2), torch.ones(2, 2))
+
+
+def test_turn_payments_skip_empty_rows_and_turns_before_any_model_token() -> None:
+    mask = torch.tensor([[0, 0, 1, 1, 0, 1, 1], [0] * 7, [1, 1, 0, 1, 0, 0, 0]])
+    rewards = [[0.1, 0.2, 0.3, 0.25, 0.4], [], [1.0, 2.0]]
+    spans = [[(0, 2), (2, 3), (3, 5), (5, 6), (6, 7)], [], [(0, 2), (2, 4)]]
+    paid, ends = adv.turn_payments(rewards, spans, mask)
+    # row 0: turn 0 has no model token before its end (nothing); turns 1-3 pay on their last model token
+    # (the first model token, the second, the second-to-last), which end a turn; the last turn pays nothing
+    # (the score's rest goes there) and its token ends no turn. Row 1: no model token. Row 2: as row 0.
+    close(paid, [[0, 0, 0.2, 0.3, 0, 0.25, 0], [0] * 7, [0, 1.0, 0, 0, 0, 0, 0]])
+    assert ends.tolist() == [
+        [False, False, True, True, False, True, False],
+        [False] * 7,
+        [False, True, False, False, False, False, False],
+    ]
+    with pytest.raises(ValueError):  # an episode's turn rewards without its spans are refused
+        adv.turn_payments([[1.0], [2.0]], [[(0, 1)]], torch.ones(2, 2))
