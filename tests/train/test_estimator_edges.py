@@ -33,7 +33,7 @@ def test_grpo_and_rloo_on_groups_of_two_and_groups_with_one_scorable_episode() -
     # two scorable of three: the statistics are the two's (unbiased std over 2 values)
     std = statistics.stdev([1.0, 4.0])
     close(adv.grpo(torch.tensor([1.0, NAN, 4.0]), 3), [-1.5 / (std + 1e-4), 0.0, 1.5 / (std + 1e-4)])
-    with pytest.raises(ValueError, match="RLOO needs at least 2 episodes per group"):
+    with pytest.raises(ValueError, match=r"^RLOO needs at least 2 episodes per group"):
         adv.rloo(torch.tensor([1.0]), 1)
 
 
@@ -118,24 +118,36 @@ def test_reinforce_pp_pays_turns_and_discounts_them_per_turn() -> None:
     close(got, whiten(naive_returns(scores, mask, paid, ends, 0.9, 0.5), mask), atol=1e-5)
 
 
-def test_whitening_spans_the_other_process_rows() -> None:
-    """Process 0 of 2: `reduce` adds process 1's sums (a fake all-reduce); the result is the whitening of the
-    concatenated rows at process 0's rows."""
-    mine, theirs = torch.tensor([[1.0, 2.0, 0.0]]), torch.tensor([[7.0, 9.0, 11.0]])
-    my_mask, their_mask = torch.tensor([[1, 1, 0]]), torch.tensor([[1, 1, 1]])
-    everyone = [1.0, 2.0, 7.0, 9.0, 11.0]
-    mean = statistics.fmean(everyone)
+def fake_reduce(theirs: torch.Tensor, their_mask: torch.Tensor):
+    """Process 0 of 2's all-reduce sum: adds process 1's sums (its values' sum and count, then its squared
+    deviations from the global mean that the first call gave)."""
+    seen = {}
 
     def reduce(t: torch.Tensor) -> torch.Tensor:
         if t.dim() == 1:  # (sum, count)
-            return t + torch.stack([(theirs * their_mask).sum(), their_mask.sum().to(t.dtype)])
-        return t + ((theirs - mean) ** 2 * their_mask).sum()
+            total = t + torch.stack([(theirs * their_mask).sum(), their_mask.sum().to(t.dtype)])
+            seen["mean"] = total[0] / total[1]
+            return total
+        return t + ((theirs - seen["mean"]) ** 2 * their_mask).sum()
 
-    std = statistics.pstdev(everyone)
-    close(adv.masked_whiten(mine, my_mask, reduce), [[(1.0 - mean) / std, (2.0 - mean) / std, 0.0]], atol=1e-5)
-    rewards = torch.tensor([3.0, 5.0])
-    got = adv.reinforce_pp_advantages("reinforce++", rewards, 1, slice(0, 1), my_mask, reduce=lambda t: reduce(t))
-    assert got[0, 1] != pytest.approx(1.0)  # not the whitening of process 0's tokens alone (which gives +-1)
+    return reduce
+
+
+def test_whitening_spans_the_other_process_rows() -> None:
+    """Process 0's whitened values are those of the concatenated rows at its rows."""
+    theirs, their_mask = torch.tensor([[7.0, 9.0, 11.0]]), torch.tensor([[1, 1, 1]])
+    my_mask = torch.tensor([[1, 1, 0]])
+    everyone = [1.0, 2.0, 7.0, 9.0, 11.0]
+    mean, std = statistics.fmean(everyone), statistics.pstdev(everyone)
+    reduce = fake_reduce(theirs, their_mask)
+    got = adv.masked_whiten(torch.tensor([[1.0, 2.0, 0.0]]), my_mask, reduce)
+    close(got, [[(1.0 - mean) / std, (2.0 - mean) / std, 0.0]], atol=1e-5)
+    # REINFORCE++ (gamma 1): process 0's returns are its score on each of its model tokens
+    everyone = [3.0, 3.0, 7.0, 9.0, 11.0]
+    mean, std = statistics.fmean(everyone), statistics.pstdev(everyone)
+    reduce = fake_reduce(theirs, their_mask)
+    got = adv.reinforce_pp_advantages("reinforce++", torch.tensor([3.0, 5.0]), 1, slice(0, 1), my_mask, reduce=reduce)
+    close(got, [[(3.0 - mean) / std, (3.0 - mean) / std, 0.0]], atol=1e-5)
     # a single masked entry on one process: its own mean, so 0 (not half its value over a floored std)
     close(adv.masked_whiten(torch.tensor([[4.0, 1.0]]), torch.tensor([[1, 0]])), [[0.0, 0.0]])
 
