@@ -157,6 +157,29 @@ def training_step_on_ray(model_dir: str, address: str) -> dict[str, Any]:
     return out
 
 
+def sciworld_on_ray(tokenizer: Any) -> dict[str, Any]:
+    from agentgym_envs.cluster import RayEnvPool
+
+    tasks = [Task("AgentGym/SciWorld-v0", None, "train", seed) for seed in range(4)]
+    actions = ["Action: look around", "Action: inventory", "Action: go to kitchen", "Action: open door to kitchen"]
+    args = {"max_turns": 3, "max_completion_length": 768, "max_turn_tokens": 16, "env_timeout": 180}
+    local_engine = RolloutEngine(tokenizer, **args)
+    local = local_engine.run(tasks, scripted(tokenizer, actions))
+    local_engine.close()
+    pool = RayEnvPool(resource="envs")
+    engine = RolloutEngine(tokenizer, env_pool=pool, **args)
+    remote = engine.run(tasks, scripted(tokenizer, actions))
+    out = {
+        "equal": [signature(a) == signature(b) for a, b in zip(local, remote, strict=True)],
+        "env_errors": [e.env_error for e in local + remote],
+        "actors": len(pool._actors),
+        "turns": [e.turns for e in remote],
+    }
+    engine.close()
+    pool.close()
+    return out
+
+
 def main(model_dir: str, out_path: str) -> None:
     results: dict[str, Any] = {"inode": namespace_inode(), "timings": {}}
     timings = results["timings"]
@@ -248,7 +271,12 @@ def main(model_dir: str, out_path: str) -> None:
         results["commands"] = commands_on_ray(model_dir, cluster.address)
         results["train"] = training_step_on_ray(model_dir, cluster.address)
 
-        # 5. a driver without the cluster's token is turned away
+        # 5. 4 SciWorld episodes (a JVM per env, one env per actor) on Ray and in this process
+        started = time.perf_counter()
+        results["sciworld"] = sciworld_on_ray(tokenizer)
+        timings["sciworld"] = time.perf_counter() - started
+
+        # 6. a driver without the cluster's token is turned away
         results["unauthenticated"] = unauthenticated_driver(cluster.address)
 
         ray.shutdown()

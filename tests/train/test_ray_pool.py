@@ -120,5 +120,10 @@ def test_envs_on_a_two_node_ray_cluster_match_in_process_envs_and_survive_a_lost
     assert train["global_step"] == 1 and train["pool"] == "RayEnvPool" and train["env_errors"] == 0, train
     assert train["envs_on_ray"] == train["episodes"] > 0, train
 
+    # 4 SciWorld episodes: a JVM per env, one env per actor, the same episodes as in this process
+    sciworld = report["sciworld"]
+    assert all(sciworld["equal"]) and sciworld["env_errors"] == [None] * 8 and sciworld["actors"] == 4, sciworld
+    assert sciworld["turns"] == [3] * 4, sciworld
+
     # token authentication: a driver with the wrong token never joins
     assert not report["unauthenticated"]["connected"] and report["unauthenticated"]["token_refused"], report
