@@ -157,6 +157,33 @@ def training_step_on_ray(model_dir: str, address: str) -> dict[str, Any]:
     return out
 
 
+def vector_env_on_ray() -> dict[str, Any]:
+    import gymnasium as gym
+
+    from agentgym_envs.cluster import RayEnvPool, RayVectorEnv
+
+    pool = RayEnvPool(resource="envs")
+    vector = RayVectorEnv(BABYAI, 4, pool=pool, env_kwargs=ENV_KWARGS)
+    local = [gym.make(BABYAI, **ENV_KWARGS) for _ in range(4)]
+    observations, _ = vector.reset(seed=7)
+    same = [observations == tuple(env.reset(seed=7 + i)[0] for i, env in enumerate(local))]
+    for action in ["turn left", "go forward", "turn right"]:
+        observations, rewards, terminated, truncated, infos = vector.step([action] * 4)
+        steps = [env.step(action) for env in local]
+        same.append(
+            observations == tuple(s[0] for s in steps)
+            and list(rewards) == [float(s[1]) for s in steps]
+            and list(terminated) == [s[2] for s in steps]
+            and list(truncated) == [s[3] for s in steps]
+        )
+    out = {"same": same, "space": type(vector.single_observation_space).__name__, "infos": sorted(infos)[:4]}
+    vector.close()
+    pool.close()
+    for env in local:
+        env.close()
+    return out
+
+
 def sciworld_on_ray(tokenizer: Any) -> dict[str, Any]:
     from agentgym_envs.cluster import RayEnvPool
 
@@ -270,6 +297,9 @@ def main(model_dir: str, out_path: str) -> None:
         # 4. `agentgym eval/collect --ray` and a GRPO training step with env_backend="ray" (on the head, the one left)
         results["commands"] = commands_on_ray(model_dir, cluster.address)
         results["train"] = training_step_on_ray(model_dir, cluster.address)
+
+        # 4b. a Gymnasium vector env over the pool: the same observations and rewards as envs in this process
+        results["vector"] = vector_env_on_ray()
 
         # 5. 4 SciWorld episodes (a JVM per env, one env per actor) on Ray and in this process
         started = time.perf_counter()

@@ -120,6 +120,9 @@ def test_envs_on_a_two_node_ray_cluster_match_in_process_envs_and_survive_a_lost
     assert train["global_step"] == 1 and train["pool"] == "RayEnvPool" and train["env_errors"] == 0, train
     assert train["envs_on_ray"] == train["episodes"] > 0, train
 
+    # RayVectorEnv: a Gymnasium vector env whose sub-envs step as the same envs do in this process
+    assert report["vector"]["same"] == [True] * 4 and report["vector"]["space"] == "TextSpace", report["vector"]
+
     # 4 SciWorld episodes: a JVM per env, one env per actor, the same episodes as in this process
     sciworld = report["sciworld"]
     assert all(sciworld["equal"]) and sciworld["env_errors"] == [None] * 8 and sciworld["actors"] == 4, sciworld
