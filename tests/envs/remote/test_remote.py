@@ -2,7 +2,7 @@
 
 Servers run in this process on a loopback port (`ServerThread`), so a test env registered here (a
 tiny probe scenario with a breakable backend) is served too. Load and memory tests, which need a
-server of their own process, are in test_remote_load.py.
+server of their own process, are in test_load.py.
 """
 
 from __future__ import annotations
