@@ -64,3 +64,22 @@ def smollm2() -> Path:
     from agentgym_train.smollm2 import smollm2_checkpoint
 
     return smollm2_checkpoint()
+
+
+@pytest.fixture
+def trl_sees_vllm(monkeypatch: pytest.MonkeyPatch):
+    """Let TRL build its vLLM objects without vLLM installed (vLLM cannot run here); `attach(server)` sends
+    the weights TRL pushes to a `vllm_standin.StandInVLLM` server's model."""
+    import trl.generation.vllm_client as client
+    import trl.generation.vllm_generation as generation
+
+    monkeypatch.setattr(client, "is_vllm_available", lambda *a, **k: True)
+    monkeypatch.setattr(generation, "is_vllm_available", lambda *a, **k: True)
+    monkeypatch.setattr(client.VLLMClient, "init_communicator", lambda self, device=0: None)
+
+    def attach(server) -> None:
+        monkeypatch.setattr(
+            client.VLLMClient, "update_named_params", lambda self, meta, params: server.receive_weights(meta, params)
+        )
+
+    return attach

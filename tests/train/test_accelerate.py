@@ -3,30 +3,16 @@ of different lengths."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from train_helpers import launch_two_processes, rank_reports
 
 
 @pytest.mark.slow
 def test_two_process_cpu_run(tiny_babyai: Path, tmp_path: Path) -> None:
-    launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
-    assert launcher, "accelerate is installed with the [train] extra"
-    job = Path(__file__).parent / "accelerate_job.py"
-    # accelerate's --cpu flag runs one process (several need mpirun); its torchrun launcher with
-    # ACCELERATE_USE_CPU runs 2 CPU processes over gloo.
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    command = [launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
-    command += ["--mixed_precision", "no"]
-    command += ["--dynamo_backend", "no", "--main_process_port", "0", str(job), str(tiny_babyai), str(tmp_path)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    reports = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    launch_two_processes("accelerate_job.py", tiny_babyai, tmp_path, timeout=600)
+    reports = rank_reports(tmp_path)
     assert [r["world_size"] for r in reports] == [2, 2]
     assert all(r["global_step"] == 2 for r in reports)
     # each process ran its own group of envs (one task per process, 4 episodes of it)

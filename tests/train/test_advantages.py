@@ -5,17 +5,13 @@ Expected values are literal numbers or naive Python loops written here, never th
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import shutil
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from train_helpers import launch_two_processes, rank_reports
 
 from agentgym_train import advantages
 
@@ -161,15 +157,8 @@ def test_batch_statistics_span_every_process(tmp_path: Path) -> None:
     """REINFORCE++ and PPO whitening on 2 processes (gloo, CPU) equal one process on the concatenated batch."""
     import advantages_job
 
-    launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
-    assert launcher, "accelerate is installed with the [train] extra"
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
-    command = [launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
-    command += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
-    command += [str(Path(__file__).parent / "advantages_job.py"), str(tmp_path)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    launch_two_processes("advantages_job.py", tmp_path, timeout=300)
+    ranks = rank_reports(tmp_path)
     assert [r["world_size"] for r in ranks] == [2, 2]
 
     batch = advantages_job.global_batch()

@@ -4,16 +4,12 @@ checkpoint restores under sharding. Ranks' episodes end at different turns (see 
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from train_helpers import launch_two_processes, rank_reports
 
 CONFIGS = Path(__file__).parents[2] / "agentgym_train" / "configs" / "accelerate"
 #: A 2-process PPO step takes ~30 s here; a hang (ranks waiting in different collectives) fails the test.
@@ -30,17 +26,8 @@ def run_job(
     config_path = tmp_path / config_name
     config_path.write_text(yaml.safe_dump(config))
     out = tmp_path / "run"
-    launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
-    assert launcher, "accelerate is installed with the [train] extra"
-    command = [launcher, "launch", "--config_file", str(config_path), "--main_process_port", "0"]
-    command += [str(Path(__file__).parent / "critic_job.py"), str(model_dir), str(out)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"the 2-process run did not finish in {TIMEOUT} s (a collective hang?): {error.stderr!r:.3000}")
-    assert done.returncode == 0, done.stderr[-8000:]
-    reports = [json.loads((out / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    launch_two_processes("critic_job.py", model_dir, out, config=config_path, timeout=TIMEOUT)
+    reports = rank_reports(out)
     tensors = [torch.load(out / f"rank-{r}.pt", weights_only=True) for r in (0, 1)]
     return out, reports, tensors
 

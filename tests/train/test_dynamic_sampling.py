@@ -6,17 +6,12 @@ in the groups listed as flat every episode returns 1, elsewhere returns alternat
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from train_helpers import grpo_args
+from train_helpers import grpo_args, launch_two_processes, rank_reports
 
 from agentgym_train import sampling
 from agentgym_train.tiny import load_model
@@ -131,15 +126,8 @@ def test_zero_variance_leaves_unscorable_episodes_out() -> None:
 
 
 def test_two_processes_refill_a_group_that_straddles_them(tiny_babyai: Path, tmp_path: Path) -> None:
-    launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
-    assert launcher, "accelerate is installed with the [train] extra"
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    command = [launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
-    command += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
-    command += [str(Path(__file__).parent / "dynamic_sampling_job.py"), str(tiny_babyai), str(tmp_path)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    launch_two_processes("dynamic_sampling_job.py", tiny_babyai, tmp_path, timeout=600)
+    ranks = rank_reports(tmp_path)
     assert ranks[0]["flat"] == ranks[1]["flat"]
     # one refill round: 1 group of 4 episodes, 2 on each rank, then moved to the ranks that hold its slot
     assert [r["calls"] for r in ranks] == [[6, 2], [6, 2]]

@@ -6,15 +6,11 @@ statistics of its own rows only, fails."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from train_helpers import launch_two_processes, rank_reports
 
 from agentgym_train import advantages as adv
 
@@ -75,15 +71,8 @@ def critic_values(ranks: list[dict], width: int) -> torch.Tensor:
 def test_each_rank_gets_the_whole_batch_estimate_at_its_own_rows(tiny_babyai: Path, tmp_path: Path) -> None:
     from estimators_job import ESTIMATORS, ROWS
 
-    launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
-    assert launcher, "accelerate is installed with the [train] extra"
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    command = [launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
-    command += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
-    command += [str(Path(__file__).parent / "estimators_job.py"), str(tiny_babyai), str(tmp_path)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    reports = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    launch_two_processes("estimators_job.py", tiny_babyai, tmp_path, timeout=900)
+    reports = rank_reports(tmp_path)
     assert [r["world_size"] for r in reports] == [2, 2]
 
     wrong = {}  # estimator: what differs, so that every estimator's verdict shows

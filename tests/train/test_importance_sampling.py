@@ -48,24 +48,6 @@ class OffsetStandIn(StandInVLLM):
         return ids, [lp - OFFSET - SPIKE * s for lp, s in zip(logps, spiked, strict=True)]
 
 
-@pytest.fixture
-def trl_sees_vllm(monkeypatch: pytest.MonkeyPatch):
-    """Let TRL build its vLLM objects without vLLM installed; weights go to the stand-in's model."""
-    import trl.generation.vllm_client as client
-    import trl.generation.vllm_generation as generation
-
-    monkeypatch.setattr(client, "is_vllm_available", lambda *a, **k: True)
-    monkeypatch.setattr(generation, "is_vllm_available", lambda *a, **k: True)
-    monkeypatch.setattr(client.VLLMClient, "init_communicator", lambda self, device=0: None)
-
-    def attach(server: StandInVLLM) -> None:
-        monkeypatch.setattr(
-            client.VLLMClient, "update_named_params", lambda self, meta, params: server.receive_weights(meta, params)
-        )
-
-    return attach
-
-
 def run_step(model_dir: Path, tmp_path: Path, attach: Any, spikes: bool = False, **overrides: Any) -> dict[str, Any]:
     """One GRPO step through the stand-in: long episodes (replies of up to 48 tokens, 4 turns)."""
     model, tokenizer = load_model(model_dir)

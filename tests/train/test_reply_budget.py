@@ -60,19 +60,14 @@ def test_a_reply_cut_by_the_budget_keeps_max_turn_tokens_on_the_hf_samplers(tiny
 
 
 def test_a_reply_cut_by_the_budget_keeps_max_turn_tokens_on_vllm(
-    tiny_babyai: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_babyai: Path, tmp_path: Path, trl_sees_vllm
 ) -> None:
-    import trl.generation.vllm_client as client
-    import trl.generation.vllm_generation as generation
     from train_helpers import grpo_args
     from vllm_standin import StandInVLLM
 
     from agentgym_train.rollout.backends.vllm import VLLMTurnGenerator
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
-    monkeypatch.setattr(client, "is_vllm_available", lambda *a, **k: True)
-    monkeypatch.setattr(generation, "is_vllm_available", lambda *a, **k: True)
-    monkeypatch.setattr(client.VLLMClient, "init_communicator", lambda self, device=0: None)
     model, tokenizer = load_model(tiny_babyai)
     torch.manual_seed(0)
     with StandInVLLM(model, tokenizer=tokenizer) as server:

@@ -5,15 +5,12 @@ rank, the final evaluation on the main process alone."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from train_helpers import launch_two_processes, rank_reports
 
 CONFIGS = Path(__file__).parents[2] / "agentgym_train" / "configs" / "accelerate"
 #: A 2-process step takes ~20 s here; a hang (ranks waiting in different collectives) fails the test.
@@ -23,19 +20,8 @@ TIMEOUT = 180
 def launch(config: Path, *job_args: str | Path, job: str = "sharded_job.py") -> list[dict]:
     """Run `job` (sharded_job.py: MODEL_DIR OUT SAMPLER [DS3_GATHER]; pipeline_job.py: MODEL_DIR OUT
     PRECISION) under `accelerate launch --config_file config`; return each rank's report (OUT/rank-<i>.json)."""
-    launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
-    assert launcher, "accelerate is installed with the [train] extra"
-    out = Path(job_args[1])
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    command = [launcher, "launch", "--config_file", str(config), "--main_process_port", "0"]
-    command += [str(Path(__file__).parent / job), *map(str, job_args)]
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired as error:
-        tail = (error.stderr or b"")[-3000:]
-        pytest.fail(f"the 2-process run did not finish in {TIMEOUT} s (a collective hang?): {tail!r}")
-    assert done.returncode == 0, done.stderr[-8000:]
-    return [json.loads((out / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    launch_two_processes(job, *job_args, config=config, timeout=TIMEOUT)
+    return rank_reports(Path(job_args[1]))
 
 
 def cpu_config(name: str, tmp_path: Path) -> Path:

@@ -245,18 +245,13 @@ def test_samplers_stop_at_a_stop_string_of_the_models_own_reply(
 
 # ---- vLLM (a stand-in server) ------------------------------------------------------------------------------
 def test_vllm_gets_the_stop_strings_and_the_engine_cuts_the_ids_it_keeps(
-    tiny_babyai: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_babyai: Path, tmp_path: Path, trl_sees_vllm
 ) -> None:
-    import trl.generation.vllm_client as client
-    import trl.generation.vllm_generation as generation
     from train_helpers import grpo_args
 
     from agentgym_train.rollout.backends.vllm import VLLMTurnGenerator
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
-    monkeypatch.setattr(client, "is_vllm_available", lambda *a, **k: True)
-    monkeypatch.setattr(generation, "is_vllm_available", lambda *a, **k: True)
-    monkeypatch.setattr(client.VLLMClient, "init_communicator", lambda self, device=0: None)
     model, tokenizer = load_model(tiny_babyai)
     stops = ("e", "a")  # frequent in the tiny model's replies, so that some reply stops at one
     torch.manual_seed(0)

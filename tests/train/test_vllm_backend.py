@@ -8,39 +8,16 @@ is the stand-in `vllm_standin.StandInLLM`, and both stand-ins give replies that 
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from train_helpers import grpo_args
+from train_helpers import grpo_args, launch_two_processes, rank_reports
 from vllm_standin import StandInVLLM
 
 from agentgym_train.rollout.backends.vllm import VLLMTurnGenerator
 from agentgym_train.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
-
-
-@pytest.fixture
-def trl_sees_vllm(monkeypatch: pytest.MonkeyPatch):
-    """Let TRL build its vLLM objects without vLLM installed; weights go to the stand-in's model."""
-    import trl.generation.vllm_client as client
-    import trl.generation.vllm_generation as generation
-
-    monkeypatch.setattr(client, "is_vllm_available", lambda *a, **k: True)
-    monkeypatch.setattr(generation, "is_vllm_available", lambda *a, **k: True)
-    monkeypatch.setattr(client.VLLMClient, "init_communicator", lambda self, device=0: None)
-
-    def attach(server: StandInVLLM) -> None:
-        monkeypatch.setattr(
-            client.VLLMClient, "update_named_params", lambda self, meta, params: server.receive_weights(meta, params)
-        )
-
-    return attach
 
 
 def test_turns_go_to_vllm_as_token_ids_and_come_back_as_sampled(
@@ -139,18 +116,8 @@ TIMEOUT = 300
 
 def launch_vllm_job(model_dir: Path, out: Path, mode: str) -> list[dict]:
     """Run vllm_job.py on 2 CPU processes (gloo) under `accelerate launch`; return each rank's report."""
-    launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
-    assert launcher, "accelerate is installed with the [train] extra"
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    command = [launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
-    command += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
-    command += [str(Path(__file__).parent / "vllm_job.py"), str(model_dir), str(out), mode]
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"the 2-process run did not finish in {TIMEOUT} s (a collective hang?): {error.stderr!r:.3000}")
-    assert done.returncode == 0, done.stderr[-4000:]
-    return [json.loads((out / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    launch_two_processes("vllm_job.py", model_dir, out, mode, timeout=TIMEOUT)
+    return rank_reports(out)
 
 
 @pytest.mark.slow

@@ -1,7 +1,8 @@
-"""Shared settings of the trainer tests."""
+"""Shared settings of the trainer tests, and the launcher of their 2-process jobs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -44,3 +45,38 @@ def close_process_group() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+
+
+def launch_two_processes(job: str, *args: str | Path, config: Path | None = None, timeout: float = 600) -> None:
+    """Run `tests/train/<job> ARGS` as 2 CPU processes over gloo under `accelerate launch`: plain DDP, or the
+    accelerate `config` file (one written for 2 processes). A run past `timeout` fails the test as a likely
+    collective hang, a failing run with the end of its stderr."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import pytest
+
+    launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
+    assert launcher, "accelerate is installed with the [train] extra"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    command = [launcher, "launch"]
+    if config is None:  # accelerate's --cpu runs one process; its torchrun launcher with ACCELERATE_USE_CPU runs two
+        env["ACCELERATE_USE_CPU"] = "true"
+        command += ["--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
+        command += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+    else:
+        command += ["--config_file", str(config)]
+    command += ["--main_process_port", "0", str(Path(__file__).parent / job), *map(str, args)]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as error:
+        tail = (error.stderr or b"")[-3000:]
+        pytest.fail(f"the 2-process run did not finish in {timeout} s (a collective hang?): {tail!r}")
+    assert done.returncode == 0, done.stderr[-8000:]
+
+
+def rank_reports(folder: Path) -> list[dict]:
+    """What each of a 2-process job's ranks wrote (FOLDER/rank-<r>.json)."""
+    return [json.loads((Path(folder) / f"rank-{r}.json").read_text()) for r in (0, 1)]
