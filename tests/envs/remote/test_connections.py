@@ -16,7 +16,6 @@ import resource
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,11 +23,11 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+from envs.remote.probes import HANG, HangProbe
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentgym_envs.connections import BUSY, IDLE, READING, ConnectionLimit, default_max_connections
-from agentgym_envs.core import TextEnv
 from agentgym_envs.remote.client.transport import HTTPTransport
 from agentgym_envs.remote.server import create_app
 from agentgym_envs.remote.server.local import ServerThread
@@ -143,30 +142,11 @@ def test_a_flood_of_half_sent_requests_does_not_reset_a_normal_clients_connectio
     assert time.monotonic() - started < 60
 
 
-class _HoldProbe(TextEnv):
-    """Answers `echo <action>`; the action `hold` waits until the test sets `release`."""
-
-    release = threading.Event()
-    action_format = "raw"
-
-    def tasks(self, split: str = "train") -> list[str]:
-        return ["only"]
-
-    def _reset_task(self, task_id: str) -> tuple[str, dict[str, Any]]:
-        return "start", {"category": "probe", "instruction": "echo", "available_actions": None}
-
-    def _step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if action == "hold":
-            _HoldProbe.release.wait(60)
-        return f"echo {action}", 0.0, False, False, {"valid_action": True, "success": False}
-
-
 def test_a_kept_alive_connection_being_answered_is_never_closed_to_make_room_and_clients_retry() -> None:
-    probe = "AgentGymTest/HoldProbe-v0"
-    if probe not in gym.registry:
-        gym.register(probe, entry_point=_HoldProbe)
-    _HoldProbe.release.clear()
-    app = create_app([probe], max_connections=1)
+    if HANG not in gym.registry:
+        gym.register(HANG, entry_point=HangProbe)
+    HangProbe.release.clear()
+    app = create_app([HANG], max_connections=1)
     with ServerThread(app) as running, ThreadPoolExecutor(1) as pool:
         connection = http.client.HTTPConnection("127.0.0.1", running.port, timeout=30)
         try:
@@ -179,7 +159,7 @@ def test_a_kept_alive_connection_being_answered_is_never_closed_to_make_room_and
             assert connection.getresponse().read()
 
             def held() -> tuple[int, bytes]:
-                body = '{"action": "hold"}'
+                body = '{"action": "hang"}'
                 connection.request(
                     "POST", f"/sessions/{session}/step", body=body, headers={"content-type": "application/json"}
                 )
@@ -197,14 +177,14 @@ def test_a_kept_alive_connection_being_answered_is_never_closed_to_make_room_and
             with ThreadPoolExecutor(1) as other:
                 later = other.submit(client.request, "GET", "/health")
                 time.sleep(0.2)
-                _HoldProbe.release.set()
+                HangProbe.release.set()
                 status, body = step.result(timeout=30)
                 assert later.result(timeout=30)["status"] == "ok"
             client.close()
         finally:
-            _HoldProbe.release.set()
+            HangProbe.release.set()
             connection.close()
-    assert status == 200 and json.loads(body)["observation"] == "echo hold", (status, body)
+    assert status == 200 and json.loads(body)["observation"] == "echo hang", (status, body)
     # the newcomer is refused instead (429: past the address's share, which is the one connection here)
     assert refused.startswith(b"HTTP/1.1 429") and b"TooManyConnections" in refused, refused
 

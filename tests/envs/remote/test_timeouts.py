@@ -3,7 +3,6 @@ other sessions of its worker thread go on (the thread is retired, a fresh one ta
 
 from __future__ import annotations
 
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -11,32 +10,13 @@ from typing import Any
 import gymnasium as gym
 import httpx
 import pytest
+from envs.remote.probes import HANG, HangProbe
 
-from agentgym_envs.core import TextEnv
 from agentgym_envs.remote.server import create_app
 from agentgym_envs.remote.server.local import ServerThread
 
-HANG = "AgentGymTest/HangProbe-v0"
 #: The server's call timeout here; the margins below are many times wider (the machine may be loaded).
 CALL_TIMEOUT = 1.0
-
-
-class HangProbe(TextEnv):
-    """Answers `echo <action>`; the action `hang` blocks until the test releases `release`."""
-
-    release = threading.Event()
-    action_format = "raw"
-
-    def tasks(self, split: str = "train") -> list[str]:
-        return ["only"]
-
-    def _reset_task(self, task_id: str) -> tuple[str, dict[str, Any]]:
-        return "start", {"category": "probe", "instruction": "echo", "available_actions": None}
-
-    def _step_action(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if action == "hang":
-            HangProbe.release.wait(120)
-        return f"echo {action}", 0.0, False, False, {"valid_action": True, "success": False}
 
 
 @pytest.fixture()
