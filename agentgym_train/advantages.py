@@ -99,19 +99,6 @@ def rloo(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     return torch.where(valid & (others > 0), advantages, torch.zeros_like(groups)).flatten()
 
 
-#: Episode-level estimators over the rewards alone (`compute`).
-_EPISODE_LEVEL = {"grpo": grpo, "rloo": rloo}
-
-
-def compute(name: str, rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """One advantage per episode with an episode-level estimator (`grpo` or `rloo`)."""
-    if name in _EPISODE_LEVEL:
-        return _EPISODE_LEVEL[name](rewards, group_size)
-    if name in KL_IN_REWARD:
-        raise ValueError(f"{name} gives one advantage per token: use reinforce_pp_advantages")
-    raise ValueError(f"unknown advantage estimator {name!r}; choose from {tuple(_EPISODE_LEVEL)}")
-
-
 def last_token(mask: torch.Tensor) -> torch.Tensor:
     """(B,) index of each row's last model token (0 for a row without one)."""
     positions = torch.arange(1, mask.size(1) + 1, device=mask.device)

@@ -138,17 +138,17 @@ def test_masked_whiten_uses_only_masked_entries() -> None:
 
 def test_equal_rewards_give_zero_advantages() -> None:
     rewards = torch.tensor([0.5] * 4 + [0.0] * 4)
-    for name in ("grpo", "rloo"):
-        assert torch.count_nonzero(advantages.compute(name, rewards, 4)) == 0, name
+    for estimator in (advantages.grpo, advantages.rloo):
+        assert torch.count_nonzero(estimator(rewards, 4)) == 0, estimator.__name__
     out = advantages.reinforce_pp_advantages("reinforce++_baseline", rewards, 4, slice(0, 8), torch.ones(8, 3))
     assert torch.count_nonzero(out) == 0
 
 
 def test_unknown_estimator_and_bad_shapes_are_refused() -> None:
-    with pytest.raises(ValueError, match="unknown advantage estimator"):
-        advantages.compute("ppo", torch.zeros(4), 2)
-    with pytest.raises(ValueError, match="per token"):
-        advantages.compute("reinforce++", torch.zeros(4), 2)
+    with pytest.raises(ValueError, match="advantage_estimator must be one of"):
+        advantages.get_estimator("ppo")
+    with pytest.raises(ValueError, match="expected one of"):  # the per-token estimator takes only its own names
+        advantages.reinforce_pp_advantages("rloo", torch.zeros(4), 2, slice(0, 4), torch.ones(4, 3))
     with pytest.raises(ValueError, match="multiple of group_size"):
         advantages.grpo(torch.zeros(5), 2)
 
