@@ -144,6 +144,11 @@ class LoopbackCluster:
             raise RuntimeError(f"`{' '.join(command)}` failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
         self.start_seconds.append(time.perf_counter() - started)
 
+    def add_node(self, node: Mapping[str, Any]) -> None:
+        """Start one more (non-head) node, e.g. in place of one `kill_node` took."""
+        self._ray_start(node, head=False)
+        self.nodes.append(node)
+
     def raylet_pid(self, resource: str) -> int:
         """The PID of the raylet of the node that has `resource`."""
         for pid in namespace_pids(self.inode):

@@ -10,10 +10,17 @@ RAY_HELP = (
 )
 
 
-def ray_pool(address: str | None) -> Any | None:
-    """An `agentgym_envs.cluster.RayEnvPool` on `address`, or None (envs in this process) without one."""
+RAY_RESOURCE_HELP = (
+    "with --ray: a custom resource every env actor asks for, so that envs land only on the nodes started with it "
+    "(ray start --resources '{\"NAME\": N}')"
+)
+
+
+def ray_pool(address: str | None, resource: str | None = None) -> Any | None:
+    """An `agentgym_envs.cluster.RayEnvPool` on `address` (its actors asking for `resource`), or None (envs in this
+    process) without one."""
     if not address:
         return None
     from agentgym_envs.cluster import RayEnvPool
 
-    return RayEnvPool(address)
+    return RayEnvPool(address, resource=resource)

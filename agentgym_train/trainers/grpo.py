@@ -73,6 +73,17 @@ class MultiTurnGRPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "The Ray cluster of env_backend='ray' (host:port, 'auto'; None: RAY_ADDRESS)."},
     )
+    ray_resource: str | None = field(
+        default=None,
+        metadata={
+            "help": "env_backend='ray': a custom resource every env actor asks for (one unit each), so that envs land "
+            "only on the nodes started with it (`ray start --resources '{\"env_node\": 64}'`), not beside the GPUs."
+        },
+    )
+    ray_envs_per_actor: int | None = field(
+        default=None,
+        metadata={"help": "env_backend='ray': envs one actor holds (None: what the scenario declares)."},
+    )
     sampler: str = field(
         default="cached",
         metadata={
@@ -240,13 +251,16 @@ def task_dataset(
 
 def _env_pool(args: MultiTurnGRPOConfig) -> Any | None:
     """The Ray env pool of `env_backend='ray'` (None: envs in this process)."""
-    if args.env_backend == "threads":
-        return None
-    if args.env_backend != "ray":
+    if args.env_backend not in ("threads", "ray"):
         raise ValueError(f"env_backend must be 'threads' or 'ray', got {args.env_backend!r}")
+    if args.env_backend == "threads":
+        named = [k for k in ("ray_address", "ray_resource", "ray_envs_per_actor") if getattr(args, k) is not None]
+        if named:
+            raise ValueError(f"{', '.join(named)} given with env_backend='threads': set env_backend='ray' to use Ray")
+        return None
     from agentgym_envs.cluster import RayEnvPool
 
-    return RayEnvPool(args.ray_address)
+    return RayEnvPool(args.ray_address, resource=args.ray_resource, envs_per_actor=args.ray_envs_per_actor)
 
 
 class MultiTurnGRPOTrainer(GRPOTrainer):

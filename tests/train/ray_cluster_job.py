@@ -133,25 +133,50 @@ def commands_on_ray(model_dir: str, address: str) -> dict[str, Any]:
     return out
 
 
-def training_step_on_ray(model_dir: str, address: str) -> dict[str, Any]:
+def training_with_a_lost_node(model_dir: str, address: str, cluster: LoopbackCluster) -> dict[str, Any]:
+    """Two GRPO steps with env_backend="ray", the envs spread over both nodes (`ray_resource`); the second
+    node's raylet is killed during the first step's rollout (before its second batched env step)."""
+    import ray
     from train_helpers import grpo_args
 
     from agentgym_train.tiny import load_model
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     model, tokenizer = load_model(model_dir)
+    out: dict[str, Any] = {"nodes": node_ids(ray)}
     with tempfile.TemporaryDirectory() as tmp:
-        args = grpo_args(Path(tmp), env_backend="ray", ray_address=address, max_steps=1, env_timeout=120)
+        args = grpo_args(
+            Path(tmp),
+            env_backend="ray",
+            ray_address=address,
+            ray_resource="envs",
+            ray_envs_per_actor=2,
+            max_steps=2,
+            env_timeout=120,
+        )
         trainer = MultiTurnGRPOTrainer(model, args, processing_class=tokenizer)
-        trainer.train()
         pool = trainer.engine.env_pool
-        out = {
-            "global_step": trainer.state.global_step,
-            "pool": type(pool).__name__,
-            "episodes": len(trainer.last_episodes),
-            "env_errors": trainer.engine.env_errors,
-            "envs_on_ray": sum(pool.placement().values()),
-        }
+        step, calls = pool.step, {"n": 0}
+
+        def step_then_kill(envs: Any, actions: Any, **kwargs: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                out["placement_before_kill"] = pool.placement()
+                out["killed_workers"] = len(cluster.kill_node("node2"))
+                out["killed_at_step"] = trainer.state.global_step
+            return step(envs, actions, **kwargs)
+
+        pool.step = step_then_kill
+        trainer.train()
+        logs = [entry for entry in trainer.state.log_history if "episode/env_errors" in entry]
+        out.update(
+            global_step=trainer.state.global_step,
+            pool=type(pool).__name__,
+            episodes=len(trainer.last_episodes),
+            env_errors_per_step=[entry["episode/env_errors"] for entry in logs],
+            losses=[entry.get("loss") for entry in logs],
+            envs_on_ray_after=pool.placement(),
+        )
         trainer.engine.close()
         pool.close()
     return out
@@ -294,9 +319,13 @@ def main(model_dir: str, out_path: str) -> None:
         results["after_kill_equal"] = [signature(a) == signature(b) for a, b in zip(local8, after, strict=True)]
         pool.close()
 
-        # 4. `agentgym eval/collect --ray` and a GRPO training step with env_backend="ray" (on the head, the one left)
+        # 4. `agentgym eval/collect --ray` (on the head, the one left), then training with env_backend="ray" over
+        # both nodes (the second one started again) while the second node is lost
         results["commands"] = commands_on_ray(model_dir, cluster.address)
-        results["train"] = training_step_on_ray(model_dir, cluster.address)
+        started = time.perf_counter()
+        cluster.add_node(NODES[1])
+        results["train"] = training_with_a_lost_node(model_dir, cluster.address, cluster)
+        timings["train_with_kill"] = time.perf_counter() - started
 
         # 4b. a Gymnasium vector env over the pool: the same observations and rewards as envs in this process
         results["vector"] = vector_env_on_ray()

@@ -9,6 +9,7 @@ no process is left in the namespace.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -67,6 +68,22 @@ def test_scenarios_declare_what_an_env_needs_on_ray() -> None:
     assert resources_for("AgentGym/SciWorld-v0", envs_per_actor=2).envs_per_actor == 2
 
 
+def test_ray_settings_without_the_ray_backend_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from train_helpers import BABYAI, grpo_args
+
+    from agentgym_train.cli import main as agentgym
+    from agentgym_train.trainers.grpo import _env_pool
+
+    for setting in ({"ray_resource": "env_node"}, {"ray_envs_per_actor": 4}, {"ray_address": "10.0.0.5:6379"}):
+        with pytest.raises(ValueError, match=f"{next(iter(setting))} given with env_backend='threads'"):
+            _env_pool(grpo_args(tmp_path, **setting))
+    assert _env_pool(grpo_args(tmp_path)) is None
+    for command in (["eval", "tiny", BABYAI], ["collect", "tiny", BABYAI, "--out", str(tmp_path / "x.jsonl")]):
+        assert agentgym([*command, "--ray-resource", "env_node"]) == 2
+        assert "--ray-resource places envs on a Ray cluster" in capsys.readouterr().err
+    assert not (tmp_path / "x.jsonl").exists()
+
+
 @pytest.mark.slow
 def test_envs_on_a_two_node_ray_cluster_match_in_process_envs_and_survive_a_lost_node(
     tiny_babyai: Path, tmp_path: Path
@@ -116,9 +133,17 @@ def test_envs_on_a_two_node_ray_cluster_match_in_process_envs_and_survive_a_lost
     commands = report["commands"]
     assert commands["eval_rc"] == 0 and commands["eval_episodes"] == 4 and commands["eval_actors"] == 1, commands
     assert commands["collect_rc"] == 0 and commands["collect_lines"] == 4 and commands["collect_actors"] == 1, commands
+    # the second node lost during a training step: that step ends its episodes there with env_error and
+    # completes; the next step's rollout makes them again on the head and has no error
     train = report["train"]
-    assert train["global_step"] == 1 and train["pool"] == "RayEnvPool" and train["env_errors"] == 0, train
-    assert train["envs_on_ray"] == train["episodes"] > 0, train
+    assert train["pool"] == "RayEnvPool" and train["killed_at_step"] == 0 and train["killed_workers"] > 0, train
+    head, node2 = train["nodes"]["head_node"], train["nodes"]["node2"]
+    assert train["placement_before_kill"].get(node2, 0) > 0 and train["placement_before_kill"].get(head, 0) > 0, train
+    assert train["global_step"] == 2 and len(train["env_errors_per_step"]) == 2, train
+    first, second = train["env_errors_per_step"]
+    assert 0 < first <= train["placement_before_kill"][node2] and second == 0, train
+    assert all(loss is not None and math.isfinite(loss) for loss in train["losses"]), train
+    assert train["envs_on_ray_after"] == {head: train["episodes"]}, train
 
     # RayVectorEnv: a Gymnasium vector env whose sub-envs step as the same envs do in this process
     assert report["vector"]["same"] == [True] * 4 and report["vector"]["space"] == "TextSpace", report["vector"]
