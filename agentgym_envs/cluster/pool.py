@@ -122,6 +122,21 @@ def check_local_head(node_ip_address: str | None, allow_all_interfaces: bool = F
     return check_bind_address(address, allow_all_interfaces)
 
 
+def check_placeable(env_id: str, options: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> None:
+    """ValueError unless one live node of `nodes` (`ray.nodes()`) has, in total, what an actor's `options` ask."""
+    needs = {"CPU": options.get("num_cpus", 0), "memory": options.get("memory", 0), **options.get("resources", {})}
+    needs = {name: amount for name, amount in needs.items() if amount}
+    live = [node.get("Resources", {}) for node in nodes if node.get("Alive")]
+    if any(all(have.get(name, 0) >= amount for name, amount in needs.items()) for have in live):
+        return
+    offered = sorted({name for have in live for name in have if not name.startswith("node:")})
+    raise ValueError(
+        f"no live node of the Ray cluster can hold an actor of {env_id} ({needs}): start nodes with what it asks "
+        f"(`ray start --num-cpus N --resources '{{\"NAME\": N}}'`), lower envs_per_actor, num_cpus or memory, or "
+        f"pass check_placement=False where an autoscaler adds nodes. The live nodes offer: {', '.join(offered)}"
+    )
+
+
 @dataclass(eq=False)
 class _Actor:
     handle: Any
@@ -180,6 +195,9 @@ class RayEnvPool:
         node_ip_address: This process's address on the cluster (with "local": the head's bind address).
         allow_all_interfaces: Let a local head bind where the network reaches it (see `check_local_head`).
         spread: Place actors with Ray's SPREAD strategy (across nodes) rather than packing them.
+        check_placement: Refuse (ValueError) to create an actor that no live node could ever hold (too few
+            CPUs, too little memory, or not the custom resource), rather than let its envs wait for it until
+            `env_timeout`. Turn it off on an autoscaling cluster whose env nodes start on demand.
     """
 
     def __init__(
@@ -195,6 +213,7 @@ class RayEnvPool:
         node_ip_address: str | None = None,
         allow_all_interfaces: bool = False,
         spread: bool = True,
+        check_placement: bool = True,
         namespace: str = "agentgym",
     ):
         if max_restarts < 0:
@@ -204,7 +223,7 @@ class RayEnvPool:
         )
         self.resource, self.resource_per_actor = resource, resource_per_actor
         self.overrides = {"envs_per_actor": envs_per_actor, "num_cpus": num_cpus, "memory": memory}
-        self.max_restarts, self.spread = max_restarts, spread
+        self.max_restarts, self.spread, self.check_placement = max_restarts, spread, check_placement
         self._actors: list[_Actor] = []
         self._keys = itertools.count()
         self._lock = threading.Lock()
@@ -227,6 +246,8 @@ class RayEnvPool:
         options: dict[str, Any] = {**needs.actor_options(), "max_restarts": self.max_restarts, "max_task_retries": 0}
         if self.resource:
             options["resources"] = {self.resource: self.resource_per_actor}
+        if self.check_placement:
+            check_placeable(env_id, options, ray.nodes())
         if self.spread:
             options["scheduling_strategy"] = "SPREAD"
         actor = _Actor(self._remote_class.options(**options).remote(), env_id, needs.envs_per_actor)

@@ -277,6 +277,11 @@ def main(model_dir: str, out_path: str) -> None:
             )
             results["placement"][name] = placed.placement()
             placed.close()
+        try:  # a resource no node offers (a typo): refused at once, not waited for until env_timeout
+            RayEnvPool(resource="node3").acquire(BABYAI)
+            results["unplaceable"] = "acquired"
+        except ValueError as error:
+            results["unplaceable"] = str(error)
 
         # 3. the second node's raylet killed mid-rollout
         pool = RayEnvPool(resource="envs", envs_per_actor=8, max_restarts=2)

@@ -68,6 +68,29 @@ def test_scenarios_declare_what_an_env_needs_on_ray() -> None:
     assert resources_for("AgentGym/SciWorld-v0", envs_per_actor=2).envs_per_actor == 2
 
 
+def test_an_actor_no_node_could_hold_is_refused_before_its_envs_wait_for_it() -> None:
+    from agentgym_envs.cluster.pool import check_placeable
+
+    head = {"Alive": True, "Resources": {"CPU": 4.0, "memory": 8e9, "node:127.0.0.1": 1.0}}
+    env_node = {"Alive": True, "Resources": {"CPU": 2.0, "memory": 4e9, "env_node": 16.0}}
+    dead = {"Alive": False, "Resources": {"CPU": 64.0, "memory": 1e12, "gpu_node": 1.0}}
+    light = {"num_cpus": 1.0, "memory": 2**31}
+    check_placeable("BabyAI", light, [head, env_node])
+    check_placeable("BabyAI", {**light, "resources": {"env_node": 1.0}}, [head, env_node])
+    check_placeable("BabyAI", {"num_cpus": 0, "memory": 0}, [head])  # nothing asked: any live node
+    refusals = {
+        "resource no node offers": {**light, "resources": {"env_nodes": 1.0}},
+        "resource only a dead node offers": {**light, "resources": {"gpu_node": 1.0}},
+        "the resource on one node, the CPUs on another": {"num_cpus": 3.0, "resources": {"env_node": 1.0}},
+        "more memory than any node": {"num_cpus": 1.0, "memory": 9e9},
+    }
+    for why, options in refusals.items():
+        with pytest.raises(ValueError, match="no live node of the Ray cluster can hold") as refused:
+            check_placeable("BabyAI", options, [head, env_node, dead])
+        offered = str(refused.value).split("The live nodes offer:")[1]
+        assert "env_node" in offered and "gpu_node" not in offered, why
+
+
 def test_ray_settings_without_the_ray_backend_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from train_helpers import BABYAI, grpo_args
 
@@ -113,6 +136,7 @@ def test_envs_on_a_two_node_ray_cluster_match_in_process_envs_and_survive_a_lost
 
     nodes = report["nodes"]
     assert report["placement"] == {"node2": {nodes["node2"]: 8}, "head_node": {nodes["head_node"]: 8}}
+    assert "no live node of the Ray cluster can hold" in report["unplaceable"] and "node2" in report["unplaceable"]
 
     # the second node lost mid-rollout: its episodes end with env_error, the others finish, the rollout returns
     assert report["before_kill"].get(nodes["node2"], 0) > 0 and report["before_kill"].get(nodes["head_node"], 0) > 0
