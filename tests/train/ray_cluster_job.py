@@ -232,6 +232,31 @@ def sciworld_on_ray(tokenizer: Any) -> dict[str, Any]:
     return out
 
 
+def webarena_on_ray(tokenizer: Any) -> dict[str, Any]:
+    """2 WebArena episodes (a Chromium per env, one env per actor) on Ray and in this process."""
+    from agentgym_envs.cluster import RayEnvPool
+
+    tasks = [Task("AgentGym/WebArena-v0", None, "train", seed) for seed in range(2)]
+    actions = ["Action: scroll [down]", "Action: scroll [up]", "Action: go_back", "Action: click [3]"]
+    args = {"max_turns": 3, "max_completion_length": 8192, "max_turn_tokens": 16, "env_timeout": 180}
+    local_engine = RolloutEngine(tokenizer, **args)
+    local = local_engine.run(tasks, scripted(tokenizer, actions))
+    local_engine.close()
+    pool = RayEnvPool(resource="envs")
+    engine = RolloutEngine(tokenizer, env_pool=pool, **args)
+    remote = engine.run(tasks, scripted(tokenizer, actions))
+    out = {
+        "equal": [signature(a) == signature(b) for a, b in zip(local, remote, strict=True)],
+        "env_errors": [e.env_error for e in local + remote],
+        "actors": len(pool._actors),
+        "turns": [e.turns for e in remote],
+        "urls": [e.messages[-1]["content"].rsplit("URL: ", 1)[-1].split()[0] for e in remote],
+    }
+    engine.close()
+    pool.close()
+    return out
+
+
 def main(model_dir: str, out_path: str) -> None:
     results: dict[str, Any] = {"inode": namespace_inode(), "timings": {}}
     timings = results["timings"]
@@ -339,6 +364,11 @@ def main(model_dir: str, out_path: str) -> None:
         started = time.perf_counter()
         results["sciworld"] = sciworld_on_ray(tokenizer)
         timings["sciworld"] = time.perf_counter() - started
+
+        # 5b. 2 WebArena episodes (a Chromium per env) on Ray and in this process
+        started = time.perf_counter()
+        results["webarena"] = webarena_on_ray(tokenizer)
+        timings["webarena"] = time.perf_counter() - started
 
         # 6. a driver without the cluster's token is turned away
         results["unauthenticated"] = unauthenticated_driver(cluster.address)

@@ -177,5 +177,10 @@ def test_envs_on_a_two_node_ray_cluster_match_in_process_envs_and_survive_a_lost
     assert all(sciworld["equal"]) and sciworld["env_errors"] == [None] * 8 and sciworld["actors"] == 4, sciworld
     assert sciworld["turns"] == [3] * 4, sciworld
 
+    # 2 WebArena episodes: a Chromium per env, one env per actor, the same episodes as in this process
+    webarena = report["webarena"]
+    assert all(webarena["equal"]) and webarena["env_errors"] == [None] * 4 and webarena["actors"] == 2, webarena
+    assert webarena["turns"] == [3, 3] and all(url.startswith("http://") for url in webarena["urls"]), webarena
+
     # token authentication: a driver with the wrong token never joins
     assert not report["unauthenticated"]["connected"] and report["unauthenticated"]["token_refused"], report
