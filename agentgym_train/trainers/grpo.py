@@ -21,7 +21,7 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing, unwrap_model_for_generation
 
-from agentgym_train import advantages as adv
+from agentgym_train import estimators as adv
 from agentgym_train import sampling
 from agentgym_train import truncation as trunc
 from agentgym_train.rollout import Episode, RolloutEngine, Task, TurnGenerator, make_generator
@@ -102,7 +102,7 @@ class MultiTurnGRPOConfig(GRPOConfig):
             "KL as TRL's loss term), reinforce++ or reinforce++_baseline (per-token k1 KL times beta folded "
             "into the reward, returns-to-go, whitened over the global batch), gigpo (GRPO plus a step-level "
             "advantage over turns of a group that start from the same env state), or any name registered with "
-            "agentgym_train.advantages.register_estimator."
+            "agentgym_train.estimators.register_estimator."
         },
     )
     reinforce_gamma: float = field(

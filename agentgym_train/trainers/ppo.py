@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from agentgym_train.advantages import gae, masked_whiten, token_rewards
+from agentgym_train.estimators import gae, masked_whiten, token_rewards
 from agentgym_train.trainers.critic import (
     CRITIC_KINDS,
     ModelCritic,

@@ -1,5 +1,5 @@
 """The estimators whose statistics span the batch, on this process's share of one global batch (run by
-test_advantages.py under `accelerate launch`, 2 CPU processes over gloo): writes OUT/rank-<i>.json."""
+test_estimator_formulas.py under `accelerate launch`, 2 CPU processes over gloo): writes OUT/rank-<i>.json."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def global_batch() -> dict[str, torch.Tensor]:
 
 
 def estimates(batch: dict[str, torch.Tensor], rows: slice, reduce: object) -> dict[str, list]:
-    from agentgym_train.advantages import KL_IN_REWARD, masked_whiten, reinforce_pp_advantages
+    from agentgym_train.estimators import KL_IN_REWARD, masked_whiten, reinforce_pp_advantages
 
     mask, kl = batch["mask"][rows], batch["kl"][rows]
     out = {

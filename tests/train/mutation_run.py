@@ -4,7 +4,7 @@ the rollout engine and token path, the stop strings, the schedule and the wrappe
 Starts from a clean `mutants/` (mutmut's copy of the sources), bounds the run in wall time (MUTANTS_WALL_S,
 default 1500 s: then mutmut is interrupted and keeps what it finished), and prints the counts per status and
 each surviving mutant with its diff. Arguments restrict the mutants to names (globs), e.g.
-`tox -e mutants -- "agentgym_train.advantages.*"`. Not part of CI's test command (it is slow).
+`tox -e mutants -- "agentgym_train.estimators.*"`. Not part of CI's test command (it is slow).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import statistics
 import pytest
 import torch
 
-from agentgym_train import advantages as adv
+from agentgym_train import estimators as adv
 
 NAN = float("nan")
 

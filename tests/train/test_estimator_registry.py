@@ -11,7 +11,7 @@ import pytest
 import torch
 from train_helpers import grpo_args
 
-from agentgym_train import advantages
+from agentgym_train import estimators
 from agentgym_train.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
@@ -19,22 +19,22 @@ NAME = "test_median_baseline"
 
 
 @pytest.fixture
-def registered() -> Iterator[list[advantages.EstimatorInput]]:
+def registered() -> Iterator[list[estimators.EstimatorInput]]:
     """Registers NAME: each reward minus its group's median, times 3 (no built-in gives that); records its inputs."""
-    seen: list[advantages.EstimatorInput] = []
+    seen: list[estimators.EstimatorInput] = []
 
-    @advantages.register_estimator(NAME)
-    def median_baseline(batch: advantages.EstimatorInput) -> torch.Tensor:
+    @estimators.register_estimator(NAME)
+    def median_baseline(batch: estimators.EstimatorInput) -> torch.Tensor:
         seen.append(batch)
         groups = batch.rewards.view(-1, batch.group_size)
         return (3 * (groups - groups.median(dim=1, keepdim=True).values)).flatten()[batch.rows]
 
     yield seen
-    del advantages.ESTIMATORS[NAME]
+    del estimators.ESTIMATORS[NAME]
 
 
 def test_a_registered_estimator_is_what_the_trainer_trains_on(
-    registered: list[advantages.EstimatorInput], tiny_babyai: Path, tmp_path: Path
+    registered: list[estimators.EstimatorInput], tiny_babyai: Path, tmp_path: Path
 ) -> None:
     model, tokenizer = load_model(tiny_babyai)
     trainer = MultiTurnGRPOTrainer(
@@ -58,15 +58,15 @@ def test_a_registered_estimator_is_what_the_trainer_trains_on(
     trainer.engine.close()
 
 
-def test_config_names_the_registered_estimators(registered: list[advantages.EstimatorInput], tmp_path: Path) -> None:
+def test_config_names_the_registered_estimators(registered: list[estimators.EstimatorInput], tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=f"one of .*'gigpo', '{NAME}'.*got 'nope'"):
         grpo_args(tmp_path, advantage_estimator="nope")
     with pytest.raises(ValueError, match="already registered"):
-        advantages.register_estimator(NAME)(lambda batch: batch.grpo)
+        estimators.register_estimator(NAME)(lambda batch: batch.grpo)
 
 
 def test_built_in_estimators_are_registered_with_what_the_trainer_needs() -> None:
-    assert list(advantages.ESTIMATORS)[:5] == ["grpo", "rloo", "reinforce++", "reinforce++_baseline", "gigpo"]
-    assert [n for n, e in advantages.ESTIMATORS.items() if e.kl_in_reward] == list(advantages.KL_IN_REWARD)
-    assert [n for n, e in advantages.ESTIMATORS.items() if e.record_states] == ["gigpo"]
-    assert [n for n, e in advantages.ESTIMATORS.items() if e.any_aggregation] == ["grpo"]
+    assert list(estimators.ESTIMATORS)[:5] == ["grpo", "rloo", "reinforce++", "reinforce++_baseline", "gigpo"]
+    assert [n for n, e in estimators.ESTIMATORS.items() if e.kl_in_reward] == list(estimators.KL_IN_REWARD)
+    assert [n for n, e in estimators.ESTIMATORS.items() if e.record_states] == ["gigpo"]
+    assert [n for n, e in estimators.ESTIMATORS.items() if e.any_aggregation] == ["grpo"]

@@ -12,7 +12,7 @@ import pytest
 import torch
 from train_helpers import launch_two_processes, rank_reports
 
-from agentgym_train import advantages as adv
+from agentgym_train import estimators as adv
 
 
 def pad(rows: list[list], width: int) -> torch.Tensor:

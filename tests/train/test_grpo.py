@@ -64,7 +64,7 @@ def test_rewards_come_from_episode_returns(tiny_babyai: Path, tmp_path: Path) ->
 
 @pytest.mark.parametrize("estimator", ["rloo"])  # reinforce++ (per token): tests/train/test_estimators.py
 def test_other_estimators_replace_trl_advantages(tiny_babyai: Path, tmp_path: Path, estimator: str) -> None:
-    from agentgym_train import advantages
+    from agentgym_train import estimators
 
     model, tokenizer = load_model(tiny_babyai)
     args = grpo_args(tmp_path, max_turns=4, temperature=1.5, advantage_estimator=estimator)
@@ -74,7 +74,7 @@ def test_other_estimators_replace_trl_advantages(tiny_babyai: Path, tmp_path: Pa
     out = trainer._generate_and_score_completions(batch)
     returns = torch.tensor([e.episode_return for e in trainer.last_episodes])
     assert returns.std() > 0
-    assert torch.allclose(out["advantages"], getattr(advantages, estimator)(returns, trainer.num_generations))
+    assert torch.allclose(out["advantages"], getattr(estimators, estimator)(returns, trainer.num_generations))
     trainer.engine.close()
 
 

@@ -19,7 +19,7 @@ import torch
 from test_estimators import TokenValues
 from train_helpers import grpo_args
 
-from agentgym_train import advantages as adv
+from agentgym_train import estimators as adv
 from agentgym_train.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 

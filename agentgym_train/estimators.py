@@ -471,7 +471,7 @@ def get_estimator(name: str) -> Estimator:
     if name not in ESTIMATORS:
         raise ValueError(
             f"advantage_estimator must be one of {tuple(ESTIMATORS)}, got {name!r} "
-            "(agentgym_train.advantages.register_estimator adds one)"
+            "(agentgym_train.estimators.register_estimator adds one)"
         )
     return ESTIMATORS[name]
 
