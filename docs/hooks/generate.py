@@ -43,6 +43,14 @@ EXPERIMENTS = {
         "horizons-108steps-lr1e-3-kl1e-3",
         "learning rate 1e-3, the paper's KL 0.001, 108 steps, one seed",
     ),
+    "guards-108steps": (
+        "Long-horizon guards, 108 steps",
+        "guards-108steps",
+        "the 108-step setting that collapsed, rerun with no guard, each guard alone (truncated replies out of "
+        "the loss, DAPO's overlong penalty, dynamic sampling) and all three together, one seed, every rule "
+        "alike (one `agentgym experiment horizons` run per setting in a folder of its own; the table and "
+        "figure by `benchmarks/guards_summary.py`)",
+    ),
 }
 OBSERVATION_CHARS = 2500
 
