@@ -451,8 +451,10 @@ class SessionManager:
             return 0
         for session in idle:
             self._remember_reaped(session)
-        await asyncio.gather(*(self.close(session) for session in idle))
+        # counted before the closes, which drop each session from the listing before its env is closed: a
+        # session gone from /sessions is always in /health's count
         self.reaped += len(idle)
+        await asyncio.gather(*(self.close(session) for session in idle))
         _log.info("reaped %d idle sessions", len(idle))
         await asyncio.to_thread(_trim_memory)
         return len(idle)
