@@ -98,16 +98,18 @@ def figure(rows: dict[str, list[dict[str, Any]]], path: Path, smooth: int) -> No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rules = [r["label"] for r in next(iter(rows.values()))]
+    rules = [r["label"] for r in max(rows.values(), key=len)]  # a setting cut short has fewer rules
     fig, axes = plt.subplots(1, len(rules), figsize=(4 * len(rules), 3.2), sharey=True)
     for ax, label in zip(axes, rules, strict=True):
         for setting, setting_rows in rows.items():
-            row = next(r for r in setting_rows if r["label"] == label)
+            row = next((r for r in setting_rows if r["label"] == label), None)
+            if row is None:
+                continue
             ax.plot(range(1, len(row["curve"]) + 1), row["curve"], label=setting)
         ax.set_title(label)
         ax.set_xlabel("step")
     axes[0].set_ylabel(f"training success ({smooth}-step mean)")
-    axes[-1].legend(fontsize=8)
+    axes[0].legend(fontsize=8)  # the first rule has every setting
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
