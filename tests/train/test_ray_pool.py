@@ -24,6 +24,11 @@ pytest.importorskip("ray")
 HERE = Path(__file__).parent
 
 
+def lost_on_its_actor(error: str) -> bool:
+    kind, _, text = error.partition(":")
+    return "Actor" in kind or (kind == "LookupError" and "its actor restarted and lost it" in text)
+
+
 def unshare_works() -> str | None:
     """None where `unshare -n` may make a network namespace here, else why not."""
     try:
@@ -145,7 +150,9 @@ def test_envs_on_a_two_node_ray_cluster_match_in_process_envs_and_survive_a_lost
     lost = [k for k in kill if k["on_node2"]]
     kept = [k for k in kill if not k["on_node2"]]
     assert len(lost) == report["before_kill"][nodes["node2"]]
-    assert all(k["env_error"] and "Actor" in k["env_error"].split(":")[0] for k in lost), lost
+    # Ray's error while the actor is down, or, when Ray restarted it (empty) before the next step, the actor's
+    # refusal to step an env it no longer holds: which one depends on how fast the restart is
+    assert all(k["env_error"] and lost_on_its_actor(k["env_error"]) for k in lost), lost
     assert all(k["env_error"] is None and k["turns"] == 8 for k in kept), kept
     assert report["env_errors"] == len(lost)
     # the next rollout makes the lost envs again on the remaining node and plays as in this process
@@ -180,7 +187,7 @@ def test_envs_on_a_two_node_ray_cluster_match_in_process_envs_and_survive_a_lost
     # 2 WebArena episodes: a Chromium per env, one env per actor, the same episodes as in this process
     webarena = report["webarena"]
     assert all(webarena["equal"]) and webarena["env_errors"] == [None] * 4 and webarena["actors"] == 2, webarena
-    assert webarena["turns"] == [3, 3] and all(url.startswith("http://") for url in webarena["urls"]), webarena
+    assert webarena["turns"] == [3, 3] and all("URL: http://" in o for o in webarena["last_observations"]), webarena
 
     # token authentication: a driver with the wrong token never joins
     assert not report["unauthenticated"]["connected"] and report["unauthenticated"]["token_refused"], report
