@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import sys
 from typing import Any
 
 RAY_HELP = (
@@ -24,3 +26,20 @@ def ray_pool(address: str | None, resource: str | None = None) -> Any | None:
     from agentgym_envs.cluster import RayEnvPool
 
     return RayEnvPool(address, resource=resource)
+
+
+def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--ray ADDRESS` and `--ray-resource NAME`, as `eval` and `collect` take them."""
+    parser.add_argument("--ray", metavar="ADDRESS", default=None, help=RAY_HELP)
+    parser.add_argument("--ray-resource", metavar="NAME", default=None, help=RAY_RESOURCE_HELP)
+
+
+def ray_resource_without_ray(args: argparse.Namespace, command: str) -> bool:
+    """Whether `--ray-resource` came without `--ray` (said on stderr: the caller exits with 2)."""
+    if args.ray_resource and not args.ray:
+        print(
+            f"agentgym {command}: --ray-resource places envs on a Ray cluster: give it with --ray ADDRESS",
+            file=sys.stderr,
+        )
+        return True
+    return False

@@ -12,7 +12,7 @@ from typing import Any
 
 from agentgym_train import collect
 from agentgym_train.cli.base import Command
-from agentgym_train.cli.cluster import RAY_HELP, RAY_RESOURCE_HELP, ray_pool
+from agentgym_train.cli.cluster import add_ray_arguments, ray_pool, ray_resource_without_ray
 
 
 class CollectCommand(Command):
@@ -44,17 +44,12 @@ class CollectCommand(Command):
         p.add_argument("--workers", type=int, default=8, help="episodes played at once by expert, random or endpoint")
         p.add_argument("--seed", type=int, default=0, help="episode k of a task resets with seed + k")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
-        p.add_argument("--ray", metavar="ADDRESS", default=None, help=RAY_HELP)
-        p.add_argument("--ray-resource", metavar="NAME", default=None, help=RAY_RESOURCE_HELP)
+        add_ray_arguments(p)
 
     def run(self, args: argparse.Namespace) -> int:
         env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else None
         name = args.policy
-        if args.ray_resource and not args.ray:
-            print(
-                "agentgym collect: --ray-resource places envs on a Ray cluster: give it with --ray ADDRESS",
-                file=sys.stderr,
-            )
+        if ray_resource_without_ray(args, "collect"):
             return 2
         if args.ray and (args.base_url or name in ("expert", "random")):
             print("agentgym collect: --ray runs a model's envs on Ray; other policies play here", file=sys.stderr)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_train.cli.base import Command
-from agentgym_train.cli.cluster import RAY_HELP, RAY_RESOURCE_HELP, ray_pool
+from agentgym_train.cli.cluster import add_ray_arguments, ray_pool, ray_resource_without_ray
 from agentgym_train.cli.train import NEEDS_TRAIN
 from agentgym_train.evaluation import report
 
@@ -53,8 +53,7 @@ def _policy(args: argparse.Namespace) -> Callable[[int | None], Any] | int:
         "env_kwargs": json.loads(args.env_kwargs) if args.env_kwargs else None,
         "seed": args.seed,
     }
-    if args.ray_resource and not args.ray:
-        print("agentgym eval: --ray-resource places envs on a Ray cluster: give it with --ray ADDRESS", file=sys.stderr)
+    if ray_resource_without_ray(args, "eval"):
         return 2
     if args.ray and (args.base_url or args.model in ("random", "expert")):
         print("agentgym eval: --ray runs a model's envs on Ray; other policies play in this process", file=sys.stderr)
@@ -139,8 +138,7 @@ class EvalCommand(Command):
         p.add_argument("--max-tokens", type=int, help="most tokens per reply from --base-url (default: the scenario's)")
         p.add_argument("--workers", type=int, default=8, help="episodes played at once against --base-url")
         p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--ray", metavar="ADDRESS", default=None, help=RAY_HELP)
-        p.add_argument("--ray-resource", metavar="NAME", default=None, help=RAY_RESOURCE_HELP)
+        add_ray_arguments(p)
         p.add_argument(
             "--json",
             default=None,
