@@ -26,7 +26,7 @@ from agentgym_train.stages import save_trained_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
-__all__ = ["ALGORITHMS", "DEFAULT_CONFIG", "PipelineConfig", "load_configs", "resume_target", "run"]
+__all__ = ["ALGORITHMS", "DEFAULT_CONFIG", "PipelineConfig", "end_processes", "load_configs", "resume_target", "run"]
 
 ALGORITHMS = {"grpo": MultiTurnGRPOTrainer, "ppo": MultiTurnPPOTrainer}
 #: Methods that train without online RL after the SFT stage (`agentgym_train.offline_stages`); `sft` stops after it.
@@ -253,6 +253,18 @@ def run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     results (the others return theirs without evaluation)."""
     with quiet_console():
         return _run(pipeline, args)
+
+
+def end_processes() -> None:
+    """The end of a multi-process run (`accelerate launch`): wait for every process, then end the process group.
+    A group left to the interpreter's exit tears down the connections of a process still in a collective, and
+    gloo's threads, still joinable when the C++ statics go, abort a process now and then (`terminate called
+    without an active exception`) after its work is done. Nothing to do in a single process."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:

@@ -48,7 +48,7 @@ class TrainCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         try:
-            from agentgym_train.pipeline import load_configs, resume_target, run
+            from agentgym_train.pipeline import end_processes, load_configs, resume_target, run
         except ImportError as error:
             print(NEEDS_TRAIN.format("train", error), file=sys.stderr)
             return 1
@@ -68,4 +68,5 @@ class TrainCommand(Command):
             print(f"{path}: {error}", file=sys.stderr)
             return 2
         run(pipeline, trainer_args)
+        end_processes()
         return 0

@@ -26,3 +26,23 @@ def test_two_process_cpu_run(tiny_babyai: Path, tmp_path: Path) -> None:
     assert last["episode/turns"] == pytest.approx(sum(turns) / len(turns))
     # DDP kept the replicas identical
     assert reports[0]["weights"] == pytest.approx(reports[1]["weights"], rel=1e-9)
+
+
+def test_end_processes_ends_the_process_group(tmp_path: Path) -> None:
+    """`agentgym train` ends its process group once training is done, so that no process leaves the group to the
+    interpreter's exit (a one-process gloo group in a child process: the pytest worker keeps none)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import torch.distributed as dist\n"
+        "from agentgym_train.pipeline import end_processes\n"
+        f"dist.init_process_group('gloo', init_method='file://{tmp_path / 'store'}', rank=0, world_size=1)\n"
+        "before = dist.is_initialized()\n"
+        "end_processes()\n"
+        "end_processes()  # again, or in a single process: nothing to do\n"
+        "print(before, dist.is_initialized())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["True", "False"]

@@ -36,15 +36,19 @@ def grpo_args(output_dir: Path, **overrides: Any) -> Any:
 
 
 def close_process_group() -> None:
-    """The end of a multi-process job (`tests/train/*_job.py`): waits for every process, then ends the process
-    group. A gloo group left to the interpreter's exit aborts a process now and then (`terminate called without
-    an active exception`: its threads are still joinable when the C++ statics go), and a process that leaves
-    first tears down the connections of one still in a collective."""
-    import torch.distributed as dist
+    """The end of a multi-process job (`tests/train/*_job.py`), once its report is written: the pipeline's
+    `end_processes`, then an exit that skips the interpreter's teardown. Even with the group ended, a CPU
+    process aborted in that teardown now and then on a loaded machine (`terminate called without an active
+    exception`, twice in one CI run), failing a job whose work was done."""
+    import os
+    import sys
 
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    from agentgym_train.pipeline import end_processes
+
+    end_processes()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def launch_two_processes(job: str, *args: str | Path, config: Path | None = None, timeout: float = 600) -> None:
@@ -60,7 +64,8 @@ def launch_two_processes(job: str, *args: str | Path, config: Path | None = None
 
     launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
     assert launcher, "accelerate is installed with the [train] extra"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    # faulthandler: a process that aborts prints where each of its threads was
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1", "PYTHONFAULTHANDLER": "1"}
     command = [launcher, "launch"]
     if config is None:  # accelerate's --cpu runs one process; its torchrun launcher with ACCELERATE_USE_CPU runs two
         env["ACCELERATE_USE_CPU"] = "true"
