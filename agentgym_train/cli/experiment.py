@@ -34,8 +34,8 @@ class HorizonsCommand(Command):
             "config",
             nargs="?",
             default=horizons.DEFAULT_CONFIG.stem,
-            help="the experiment's YAML file, or a packaged one's name (horizons: the CPU miniature); before any "
-            "--key value overrides",
+            help="the experiment's YAML file, or a packaged one's name (horizons: the CPU miniature; gigpo: GiGPO "
+            "against GRPO under ScalingInter and a fixed horizon); before any --key value overrides",
         )
         parser.add_argument(
             "--output-dir", default=None, help="where the runs, table and figures go (default: output_dir)"

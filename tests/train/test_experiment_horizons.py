@@ -9,11 +9,13 @@ import pytest
 import yaml
 
 from agentgym_train.cli import main
-from agentgym_train.experiments.horizons import DEFAULT_CONFIG, load_experiment
+from agentgym_train.experiments.horizons import DEFAULT_CONFIG, check_settings, load_experiment
+
+GIGPO_CONFIG = DEFAULT_CONFIG.parent / "gigpo.yaml"
 
 RULES = {
     "fixed": {"max_turns": [2]},
-    "staged": {"max_turns": [2, 3], "every": 2},
+    "staged": {"max_turns": [2, 3], "every": 2, "settings": {"advantage_estimator": "gigpo"}},
     "adaptive": {"adaptive": [2, 3], "min_steps": 1, "window": 1, "truncation_threshold": 0.0, "plateau_tolerance": 1},
 }
 STEPS, EPISODES_PER_STEP = 3, 4
@@ -75,6 +77,14 @@ def test_one_row_per_rule_runs_and_figures(experiment: tuple[Path, Path, str]) -
         assert len(after["episodes"]) == 2 * SHORT["eval_tasks"]  # both levels, every rule the same tasks
         assert after["max_turns"] == 3  # the longest horizon, for every rule
     assert summary["before_rl"]["success"]["n"] == 1
+    # a rule's own settings reach its runs alone: staged trained with GiGPO (its metric is logged), the others GRPO
+    for rule in RULES:
+        run = out / rule / "seed-0"
+        estimator = yaml.safe_load((run / "config.yaml").read_text()).get("advantage_estimator", "grpo")
+        assert estimator == ("gigpo" if rule == "staged" else "grpo")
+        logged = any("gigpo/anchored_turn_share" in row for row in json.loads((run / "log_history.json").read_text()))
+        assert logged == (rule == "staged")
+    assert [row["label"] for row in summary["rules"]][1] == "2→3 every 2 steps, advantage_estimator=gigpo"
     for figure in ("reward.png", "turns.png"):
         assert (out / figure).stat().st_size > 1000
     table = (out / "summary.md").read_text()
@@ -146,3 +156,27 @@ def test_packaged_config_and_bad_rules() -> None:
         load_experiment(DEFAULT_CONFIG, ["--rules", "{staged: {max_turns: [4, 8]}}"])
     with pytest.raises(ValueError, match="either max_turns"):
         load_experiment(DEFAULT_CONFIG, ["--rules", "{odd: {max_turns: [4], adaptive: [4, 8]}}"])
+    with pytest.raises(ValueError, match="settings must map"):
+        load_experiment(DEFAULT_CONFIG, ["--rules", "{odd: {max_turns: [4], settings: [gigpo]}}"])
+    # a rule's own settings: trainer settings only, never the shared start, evaluation or budget
+    for shared in ("sft_steps", "eval_tasks", "max_steps"):
+        rules = f"{{odd: {{max_turns: [4], settings: {{{shared}: 3}}}}}}"
+        with pytest.raises(ValueError, match=rf"rule 'odd': \['{shared}'\] are shared by every rule"):
+            check_settings(load_experiment(DEFAULT_CONFIG, ["--rules", rules]))
+    # a value of the wrong type, shared or a rule's own: a ValueError naming it before anything runs (not argparse's
+    # usage and exit)
+    for overrides in (["--gigpo_omega", "many"], ["--rules", "{odd: {max_turns: [4], settings: {gigpo_omega: many}}}"]):
+        with pytest.raises(ValueError, match=r"gigpo_omega.*invalid float value: 'many'"):
+            check_settings(load_experiment(DEFAULT_CONFIG, overrides))
+
+
+def test_packaged_gigpo_experiment() -> None:
+    """The packaged GiGPO-against-GRPO experiment: one level, two horizon rules per estimator, the rest shared."""
+    experiment = load_experiment(GIGPO_CONFIG)
+    check_settings(experiment)
+    assert experiment.task_mix == ["AgentGym/BabyAI-GoToLocal-v0"] and experiment.seeds == [0, 1, 2]
+    by_name = {rule.name: rule for rule in experiment.rules}
+    assert sorted(by_name) == ["gigpo-fixed12", "gigpo-scalinginter", "grpo-fixed12", "grpo-scalinginter"]
+    for name, rule in by_name.items():
+        assert rule.settings == {"advantage_estimator": name.split("-")[0]}
+    assert by_name["grpo-scalinginter"].spec["max_turns"] == by_name["gigpo-scalinginter"].spec["max_turns"]

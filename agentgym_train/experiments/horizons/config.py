@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,17 @@ DONE = "done"
 @dataclass
 class Rule:
     """A max-turn rule: fixed (`max_turns: [12]`), staged (`max_turns: [4, 8, 12], every: 50`) or adaptive
-    (`adaptive: [4, 8, 12]` plus `AdaptiveMaxTurnScheduler` keyword arguments)."""
+    (`adaptive: [4, 8, 12]` plus `AdaptiveMaxTurnScheduler` keyword arguments). `settings: {key: value}` gives
+    the rule's runs trainer settings of their own on top of the shared ones (`advantage_estimator: gigpo`), so
+    that one experiment compares methods as well as horizons; the shared start, the evaluation and the budget
+    stay common to every rule (`check_settings`)."""
 
     name: str
     spec: dict[str, Any]
 
     def __post_init__(self) -> None:
+        if not isinstance(self.spec.get("settings", {}), dict):
+            raise ValueError(f"rule {self.name!r}: settings must map trainer settings to values, got {self.spec}")
         if ("max_turns" in self.spec) == ("adaptive" in self.spec):
             raise ValueError(
                 f"rule {self.name!r}: give either max_turns: [..] (with every: N for stages) or adaptive: [..]; "
@@ -46,6 +52,10 @@ class Rule:
             raise ValueError(f"rule {self.name!r}: staged horizons {horizons} need every: N >= 1 (steps per stage)")
 
     @property
+    def settings(self) -> dict[str, Any]:
+        return dict(self.spec.get("settings") or {})
+
+    @property
     def horizons(self) -> list[int]:
         return [int(h) for h in self.spec.get("max_turns") or self.spec["adaptive"]]
 
@@ -54,16 +64,18 @@ class Rule:
         from agentgym_train.scheduler import AdaptiveMaxTurnScheduler, MaxTurnScheduler
 
         if "adaptive" in self.spec:
-            options = {k: v for k, v in self.spec.items() if k != "adaptive"}
+            options = {k: v for k, v in self.spec.items() if k not in ("adaptive", "settings")}
             return AdaptiveMaxTurnScheduler(self.horizons, **options)
         return MaxTurnScheduler.stages(self.horizons, int(self.spec.get("every", 1)))
 
     def label(self) -> str:
         if "adaptive" in self.spec:
-            return "adaptive " + "/".join(map(str, self.horizons))
-        if len(self.horizons) == 1:
-            return f"fixed {self.horizons[0]}"
-        return "→".join(map(str, self.horizons)) + f" every {self.spec['every']} steps"
+            label = "adaptive " + "/".join(map(str, self.horizons))
+        elif len(self.horizons) == 1:
+            label = f"fixed {self.horizons[0]}"
+        else:
+            label = "→".join(map(str, self.horizons)) + f" every {self.spec['every']} steps"
+        return ", ".join([label, *(f"{key}={value}" for key, value in self.settings.items())])
 
 
 @dataclass
@@ -132,11 +144,14 @@ def parse_settings(settings: dict[str, Any]) -> tuple[Any, Any]:
     from agentgym_train.pipeline import PipelineConfig
     from agentgym_train.trainers.grpo import MultiTurnGRPOConfig
 
-    parser = TrlParser((PipelineConfig, MultiTurnGRPOConfig))
+    parser = TrlParser((PipelineConfig, MultiTurnGRPOConfig), exit_on_error=False)
     unknown = parser.set_defaults_with_config(**settings)
     if unknown:
         raise ValueError(f"unknown settings {unknown}: not PipelineConfig or MultiTurnGRPOConfig fields")
-    return parser.parse_args_into_dataclasses(args=[])
+    try:
+        return parser.parse_args_into_dataclasses(args=[])
+    except argparse.ArgumentError as error:  # a value of the wrong type: argparse would print its usage and exit
+        raise ValueError(str(error)) from None
 
 
 def seed_settings(experiment: Experiment, seed: int, **extra: Any) -> dict[str, Any]:
@@ -144,7 +159,27 @@ def seed_settings(experiment: Experiment, seed: int, **extra: Any) -> dict[str, 
     return {**experiment.settings, "env_id": experiment.task_mix[0], "seed": seed, "disable_tqdm": True, **extra}
 
 
+#: Trainer settings a rule may not set for itself: every rule trains the same number of episodes.
+SHARED_BUDGET = ("max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "seed", "output_dir")
+
+
 def check_settings(experiment: Experiment) -> None:
-    """Parse every seed's run settings, so that a bad value raises ValueError before anything runs."""
+    """Parse every run's settings, so that a bad value raises ValueError before anything runs. A rule's own
+    settings may not touch the shared start and evaluation (`PipelineConfig`) or the budget (`SHARED_BUDGET`)."""
+    from dataclasses import fields
+
+    from agentgym_train.pipeline import PipelineConfig
+
+    shared = {f.name for f in fields(PipelineConfig)} | set(SHARED_BUDGET)
+    for rule in experiment.rules:
+        common = sorted(shared & set(rule.settings))
+        if common:
+            raise ValueError(
+                f"rule {rule.name!r}: {common} are shared by every rule (the start, the evaluation, the budget); "
+                "set them for the whole experiment"
+            )
     for seed in experiment.seeds:
         parse_settings(seed_settings(experiment, seed))
+        for rule in experiment.rules:
+            if rule.settings:
+                parse_settings(seed_settings(experiment, seed, **rule.settings))

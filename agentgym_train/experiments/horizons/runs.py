@@ -132,7 +132,7 @@ def train_run(experiment: Experiment, rule: Rule, seed: int) -> None:
 
     out, work = experiment.run_dir(rule, seed), experiment.work_dir / rule.name / f"seed-{seed}"
     out.mkdir(parents=True, exist_ok=True)
-    settings = seed_settings(experiment, seed, output_dir=str(work))
+    settings = seed_settings(experiment, seed, output_dir=str(work), **rule.settings)
     (out / "config.yaml").write_text(
         yaml.safe_dump({"rule": rule.spec, "task_mix": experiment.task_mix, **settings}, sort_keys=False)
     )
