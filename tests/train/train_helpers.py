@@ -12,7 +12,7 @@ ENV_KWARGS = {"show_actions": False}
 
 def grpo_args(output_dir: Path, **overrides: Any) -> Any:
     """A small CPU `MultiTurnGRPOConfig` for BabyAI (overridable)."""
-    from agentgym_train.trainers.grpo import MultiTurnGRPOConfig
+    from agentgym_train.trainers.grpo_config import MultiTurnGRPOConfig
 
     options = {
         "env_id": BABYAI,

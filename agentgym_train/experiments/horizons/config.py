@@ -142,7 +142,7 @@ def parse_settings(settings: dict[str, Any]) -> tuple[Any, Any]:
     from trl import TrlParser
 
     from agentgym_train.pipeline import PipelineConfig
-    from agentgym_train.trainers.grpo import MultiTurnGRPOConfig
+    from agentgym_train.trainers.grpo_config import MultiTurnGRPOConfig
 
     parser = TrlParser((PipelineConfig, MultiTurnGRPOConfig), exit_on_error=False)
     unknown = parser.set_defaults_with_config(**settings)

@@ -1,0 +1,197 @@
+"""`MultiTurnGRPOConfig`: TRL's `GRPOConfig` plus the multi-turn rollout's settings (envs, turns, budgets),
+the advantage estimator, the long-horizon guards and where envs run. `MultiTurnGRPOTrainer` reads it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import torch
+from trl import GRPOConfig
+
+from agentgym_train import estimators as adv
+from agentgym_train import truncation as trunc
+
+
+@dataclass
+class MultiTurnGRPOConfig(GRPOConfig):
+    """`GRPOConfig` plus what a multi-turn env rollout needs.
+
+    `max_completion_length` is the token budget of a whole episode after the prompt (all replies and
+    all observations); `max_turn_tokens` bounds one reply.
+    """
+
+    env_id: str = field(default="AgentGym/BabyAI-GoToLocal-v0", metadata={"help": "Gymnasium id of the env."})
+    env_kwargs: dict | str | None = field(
+        default=None, metadata={"help": "Keyword arguments for gym.make (a dict, or JSON on the command line)."}
+    )
+    train_split: str = field(default="train", metadata={"help": "Split whose tasks make the default dataset."})
+    max_turns: int | None = field(
+        default=None, metadata={"help": "Turn limit (None: the env's default; a MaxTurnScheduler overrides it)."}
+    )
+    max_turn_tokens: int | None = field(
+        default=None, metadata={"help": "Most tokens in one reply (None: the scenario's default_max_turn_tokens)."}
+    )
+    eval_max_turns: int | None = field(
+        default=None,
+        metadata={
+            "help": "Turn limit of the evaluation during training, the same at every stage of a max-turn schedule "
+            "so that eval curves compare across stages (None: max_turns, or the env's default when that is None)."
+        },
+    )
+    system_prompt: str | None = field(default=None, metadata={"help": "Overrides the scenario's system prompt."})
+    num_env_workers: int = field(default=8, metadata={"help": "Threads stepping envs concurrently."})
+    env_timeout: float | None = field(
+        default=300.0,
+        metadata={
+            "help": "Seconds one env call (make+reset, or step) may take; past it the episode fails (None: no limit)."
+        },
+    )
+    env_backend: str = field(
+        default="threads",
+        metadata={
+            "help": "Where rollout envs live: 'threads' (this process, stepped on threads) or 'ray' (Ray actors on "
+            "the cluster at ray_address, agentgym_envs.cluster; needs the [ray] extra)."
+        },
+    )
+    ray_address: str | None = field(
+        default=None,
+        metadata={"help": "The Ray cluster of env_backend='ray' (host:port, 'auto'; None: RAY_ADDRESS)."},
+    )
+    ray_resource: str | None = field(
+        default=None,
+        metadata={
+            "help": "env_backend='ray': a custom resource every env actor asks for (one unit each), so that envs land "
+            "only on the nodes started with it (`ray start --resources '{\"env_node\": 64}'`), not beside the GPUs."
+        },
+    )
+    ray_envs_per_actor: int | None = field(
+        default=None,
+        metadata={"help": "env_backend='ray': envs one actor holds (None: what the scenario declares)."},
+    )
+    sampler: str = field(
+        default="cached",
+        metadata={
+            "help": "'cached' keeps each episode's KV cache between turns (agentgym_train.rollout.backends.cached); "
+            "'generate' calls transformers' generate on the whole history every turn (supports every "
+            "generation option, e.g. repetition_penalty and min_p)."
+        },
+    )
+    generation_chunk_size: int | None = field(
+        default=None, metadata={"help": "Episodes per generate call with sampler='generate' (None: all)."}
+    )
+    advantage_estimator: str = field(
+        default="grpo",
+        metadata={
+            "help": "grpo (TRL's group normalisation, KL as TRL's loss term), rloo (leave-one-out baseline, "
+            "KL as TRL's loss term), reinforce++ or reinforce++_baseline (per-token k1 KL times beta folded "
+            "into the reward, returns-to-go, whitened over the global batch), gigpo (GRPO plus a step-level "
+            "advantage over turns of a group that start from the same env state), or any name registered with "
+            "agentgym_train.estimators.register_estimator."
+        },
+    )
+    reinforce_gamma: float = field(
+        default=1.0, metadata={"help": "REINFORCE++ discount per model token (returns-to-go)."}
+    )
+    gigpo_omega: float = field(default=1.0, metadata={"help": "GiGPO: weight of the step-level advantage."})
+    gigpo_gamma: float = field(
+        default=0.95, metadata={"help": "GiGPO: discount per turn of the step-level returns-to-go (the paper's 0.95)."}
+    )
+    gigpo_step_scale: bool = field(
+        default=False,
+        metadata={"help": "GiGPO: divide step advantages by their step group's std (default: subtract the mean only)."},
+    )
+    turn_gamma: float = field(
+        default=1.0,
+        metadata={
+            "help": "Discount per turn of the token-level returns (reinforce++, PPO's GAE), on top of their gamma per "
+            "model token; the env's payments during an episode sit on the last token of the turn that earned them "
+            "(GiGPO discounts its turns with gigpo_gamma). 1 with a terminal-only reward: as without turns."
+        },
+    )
+    truncated_replies: str = field(
+        default="train",
+        metadata={
+            "help": "A reply the reply budget cut (no end token): 'train' (as any reply), 'mask_reply' (its tokens "
+            "leave the loss), 'mask_episode' (its episode's tokens leave the loss). See agentgym_train.truncation."
+        },
+    )
+    budget_truncated_episodes: str = field(
+        default="train",
+        metadata={"help": "An episode the episode budget (max_completion_length) ended: 'train' or 'mask_episode'."},
+    )
+    overlong_buffer_len: int = field(
+        default=0,
+        metadata={
+            "help": "DAPO's soft overlong penalty: L_cache, the tokens before the budget over which the penalty falls "
+            "linearly from 0 to -1 (0: off). Added to the episode reward as the reward function overlong_penalty."
+        },
+    )
+    overlong_penalty_factor: float = field(default=1.0, metadata={"help": "Weight of the overlong penalty."})
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={
+            "help": "DAPO's dynamic sampling: a group whose episodes all get the same reward leaves the batch and a "
+            "group of a new train task takes its slot, until none is left or the cap is spent (see sampling.py)."
+        },
+    )
+    dynamic_sampling_max_extra: float = field(
+        default=1.0,
+        metadata={"help": "Dynamic sampling's cap: most new groups per rollout batch, as a multiple of its groups."},
+    )
+    overlong_length: str = field(
+        default="reply",
+        metadata={
+            "help": "What the overlong penalty measures: 'reply' (each reply against max_turn_tokens, the mean over "
+            "the episode's replies) or 'episode' (the completion against max_completion_length)."
+        },
+    )
+    beta: float = field(
+        default=0.001,
+        metadata={
+            "help": "KL coefficient against the reference model; 0.001 is the AgentGym-RL paper's (TRL's default "
+            "is 0, which loads no reference model). For reinforce++ it weighs the KL penalty in the reward."
+        },
+    )
+    max_completion_length: int | None = field(default=1024, metadata={"help": "Token budget of an episode."})
+    loss_type: str = field(
+        default="grpo",
+        metadata={
+            "help": "TRL loss type. 'grpo' averages each episode's model tokens, then the episodes: the AgentGym-RL "
+            "paper's objective (its verl takes the token mean of each micro-batch of one episode). 'bnpo' equals "
+            "it only at per_device_train_batch_size 1 (it averages the tokens of each micro-batch); 'dapo' "
+            "averages every token of the accumulated batch (later verl's loss_agg_mode=token-mean), where failed "
+            "episodes, which run to the turn limit, outweigh short successful ones on the tokens every reply "
+            "shares ('Action:', end of turn) and drive the policy to noise."
+        },
+    )
+    vllm_importance_sampling_mode: str = field(
+        default="token_truncate",
+        metadata={
+            "help": "TRL's correction for vLLM's logprobs differing from the trainer's. 'token_truncate' weighs each "
+            "model token by its own ratio, capped at vllm_importance_sampling_clip_max. TRL's default, "
+            "'sequence_mask', drops an episode whose ratio summed over all its tokens passes the cap: small "
+            "per-token differences over a multi-turn episode of thousands of tokens add up past it."
+        },
+    )
+    restore_callback_states_from_checkpoint: bool = field(
+        default=True, metadata={"help": "Resume the max-turn scheduler's state from checkpoints."}
+    )
+
+    def __post_init__(self) -> None:
+        if isinstance(self.env_kwargs, str):
+            self.env_kwargs = json.loads(self.env_kwargs)
+        estimator = adv.get_estimator(self.advantage_estimator)  # a ValueError naming the registered ones
+        if not estimator.any_aggregation and self.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError(
+                f"multi_objective_aggregation={self.multi_objective_aggregation!r} is GRPO's; "
+                f"{self.advantage_estimator} takes the weighted sum of the rewards ('sum_then_normalize')"
+            )
+        trunc.check_settings(self)
+        if self.dynamic_sampling_max_extra < 0:
+            raise ValueError(f"dynamic_sampling_max_extra must be >= 0, got {self.dynamic_sampling_max_extra}")
+        if self.sampler not in ("cached", "generate"):
+            raise ValueError(f"sampler must be 'cached' or 'generate', got {self.sampler!r}")
+        if self.bf16 is None and not torch.cuda.is_available():
+            self.bf16 = False  # TRL defaults to bf16, which transformers refuses on a CPU-only machine
+        super().__post_init__()
