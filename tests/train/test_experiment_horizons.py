@@ -23,6 +23,7 @@ SHORT = {
     "task_mix": ["AgentGym/BabyAI-GoToObjS4-v0", "AgentGym/BabyAI-GoToObj-v0"],
     "seeds": 1,
     "rules": RULES,
+    "compare": [["fixed", "staged"]],
     "parallel_runs": 1,
     "model": "tiny",
     "tiny_hidden_size": 32,
@@ -91,6 +92,24 @@ def test_one_row_per_rule_runs_and_figures(experiment: tuple[Path, Path, str]) -
     assert all(f"| {rule} |" in table for rule in RULES)
 
 
+def test_paired_comparison_of_two_rules(experiment: tuple[Path, Path, str]) -> None:
+    """staged - fixed, task by task, from the runs' own evaluation rows (by hand), in the JSON and the table."""
+    _, out, _ = experiment
+    (comparison,) = json.loads((out / "summary.json").read_text())["comparisons"]
+    assert (comparison["a"], comparison["b"], comparison["seeds"]) == ("fixed", "staged", [0])
+
+    def by_task(rule: str) -> dict[str, float]:
+        rows = json.loads((out / rule / "seed-0" / "results.json").read_text())["after"]["episodes"]
+        return {row["task_id"]: row["success"] for row in rows}  # one episode per task here
+
+    fixed, staged = by_task("fixed"), by_task("staged")
+    diffs = [staged[task] - fixed[task] for task in fixed]
+    assert comparison["tasks"] == len(diffs) == 2 * SHORT["eval_tasks"]
+    assert comparison["pooled"]["mean"] == pytest.approx(sum(diffs) / len(diffs))
+    assert comparison["per_seed"] == [pytest.approx(sum(diffs) / len(diffs))]
+    assert "| staged - fixed | 1 | 4 |" in (out / "summary.md").read_text()
+
+
 def test_max_turn_limit_follows_each_rule(experiment: tuple[Path, Path, str]) -> None:
     _, out, _ = experiment
     limits = {
@@ -156,6 +175,8 @@ def test_packaged_config_and_bad_rules() -> None:
         load_experiment(DEFAULT_CONFIG, ["--rules", "{staged: {max_turns: [4, 8]}}"])
     with pytest.raises(ValueError, match="either max_turns"):
         load_experiment(DEFAULT_CONFIG, ["--rules", "{odd: {max_turns: [4], adaptive: [4, 8]}}"])
+    with pytest.raises(ValueError, match="compare must list pairs of rule names"):
+        load_experiment(DEFAULT_CONFIG, ["--compare", "[[fixed-long, nowhere]]"])
     with pytest.raises(ValueError, match="settings must map"):
         load_experiment(DEFAULT_CONFIG, ["--rules", "{odd: {max_turns: [4], settings: [gigpo]}}"])
     # a rule's own settings: trainer settings only, never the shared start, evaluation or budget
@@ -180,3 +201,24 @@ def test_packaged_gigpo_experiment() -> None:
     for name, rule in by_name.items():
         assert rule.settings == {"advantage_estimator": name.split("-")[0]}
     assert by_name["grpo-scalinginter"].spec["max_turns"] == by_name["gigpo-scalinginter"].spec["max_turns"]
+    assert ("grpo-scalinginter", "gigpo-scalinginter") in experiment.compare
+
+
+def test_paired_comparison_by_hand() -> None:
+    """Two seeds, two tasks of two episodes each; seed 2 finished under b only and is left out."""
+    from agentgym_train.experiments.horizons.summary import paired_comparison
+
+    def result(seed: int, successes: dict[str, list[float]]) -> dict:
+        rows = [{"task_id": task, "success": s} for task, values in successes.items() for s in values]
+        return {"seed": seed, "after": {"episodes": rows}}
+
+    a = [result(0, {"t1": [1, 0], "t2": [0, 0]}), result(1, {"t1": [1, 1], "t2": [0, 1]})]
+    b = [result(1, {"t1": [1, 1], "t2": [1, 1]}), result(0, {"t1": [1, 1], "t2": [1, 0]}), result(2, {"t1": [0, 0]})]
+    comparison = paired_comparison(a, b)
+    # seed 0: t1 1 - 0.5, t2 0.5 - 0; seed 1: t1 1 - 1, t2 1 - 0.5
+    assert comparison["seeds"] == [0, 1] and comparison["tasks"] == 4
+    assert comparison["per_seed"] == [pytest.approx(0.5), pytest.approx(0.25)]
+    assert comparison["pooled"]["mean"] == pytest.approx(0.375)
+    half = 1.959964 * 0.25 / 2  # the sample sd of (0.5, 0.5, 0, 0.5) is 0.25, over sqrt(4) units
+    assert comparison["pooled"]["high"] - comparison["pooled"]["mean"] == pytest.approx(half)
+    assert comparison["over_seeds"]["mean"] == pytest.approx(0.375)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ EXPERIMENT_KEYS = (
     "parallel_runs",
     "work_dir",
     "smooth",
+    "compare",
 )
 DONE = "done"
 
@@ -92,6 +93,8 @@ class Experiment:
     parallel_runs: int = 1
     smooth: int = 10
     train_tasks_per_level: int | None = None
+    #: Pairs of rules [a, b] whose held-out success the summary compares task by task (b - a, paired).
+    compare: list[tuple[str, str]] = field(default_factory=list)
 
     def seed_dir(self, seed: int) -> Path:
         return self.output_dir / f"seed-{seed}"
@@ -123,6 +126,15 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None, output
     seeds = config.get("seeds", 3)
     seeds = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
     out = Path(output_dir or settings.get("output_dir") or "runs/horizons")
+    compare = config.get("compare") or []
+    names = [rule.name for rule in rules]
+    if not isinstance(compare, list) or not all(
+        isinstance(pair, list) and len(pair) == 2 and all(name in names for name in pair) for pair in compare
+    ):
+        raise ValueError(
+            f"compare must list pairs of rule names [a, b] among {names}, got {compare!r} (with other rules, give "
+            "--compare too: '[]' for none)"
+        )
     return Experiment(
         task_mix=list(config["task_mix"]),
         seeds=seeds,
@@ -134,6 +146,7 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None, output
         parallel_runs=int(config.get("parallel_runs", 1)),
         smooth=int(config.get("smooth", 10)),
         train_tasks_per_level=config.get("train_tasks_per_level"),
+        compare=[(str(a), str(b)) for a, b in compare],
     )
 
 

@@ -62,6 +62,39 @@ def _rule_summary(rule: Rule, results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def paired_comparison(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
+    """Held-out success of rule b minus rule a (their runs' results), on the seeds both finished: each seed's
+    runs started from the same model and played the same tasks, so the difference is taken task by task
+    (a task's success: the mean over its episodes). Over tasks x seeds with a normal 95% interval, and per
+    seed with a t interval over seeds."""
+    from agentgym_train.evaluation.evaluate import estimate
+
+    def by_task(result: dict[str, Any]) -> dict[str, float]:
+        groups: dict[str, list[float]] = {}
+        for row in result["after"]["episodes"]:
+            groups.setdefault(row["task_id"], []).append(float(row["success"]))
+        return {task: sum(v) / len(v) for task, v in groups.items()}
+
+    first = {r["seed"]: by_task(r) for r in a}
+    units, per_seed, seeds = [], [], []
+    for result in sorted(b, key=lambda r: r["seed"]):
+        if result["seed"] not in first:
+            continue
+        before, after = first[result["seed"]], by_task(result)
+        diffs = [after[task] - before[task] for task in sorted(set(before) & set(after))]
+        units += diffs
+        per_seed.append(sum(diffs) / len(diffs))
+        seeds.append(result["seed"])
+    pooled = estimate(units)
+    return {
+        "seeds": seeds,
+        "tasks": len(units),
+        "pooled": {"mean": pooled.mean, "low": pooled.low, "high": pooled.high, "n": pooled.n},
+        "per_seed": per_seed,
+        "over_seeds": over_seeds(per_seed),
+    }
+
+
 def _fmt(block: dict[str, float], digits: int = 3) -> str:
     half = (block["high"] - block["low"]) / 2
     return f"{block['mean']:.{digits}f}" + ("" if math.isnan(half) else f" ± {half:.{digits}f}")
@@ -105,12 +138,18 @@ def summarize(experiment: Experiment) -> dict[str, Any]:
             "eval_turns": over_seeds([e["turns"]["mean"] for e in evals]),
             "eval_invalid_reply_rate": over_seeds([e["invalid_reply_rate"] for e in evals]),
         }
+    comparisons = [
+        {"a": a, "b": b, **paired_comparison(finished[a], finished[b])}
+        for a, b in experiment.compare
+        if a in finished and b in finished
+    ]
     summary = {
         "task_mix": experiment.task_mix,
         "eval_max_turns": experiment.eval_max_turns,
         "episodes_per_step": episodes_per_step,
         "before_rl": before,
         "rules": rows,
+        "comparisons": [c for c in comparisons if c["seeds"]],
     }
     out = experiment.output_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -171,6 +210,28 @@ def markdown_table(summary: dict[str, Any]) -> str:
         "train turns: turns per training episode, mean over steps and seeds; last limit: the max turns of the last "
         "training step, per seed; wall s: per run, training and evaluation."
     )
+    if summary.get("comparisons"):
+        lines += [
+            "",
+            "| comparison | seeds | tasks x seeds | success b - a (tasks x seeds) | success b - a (seeds) | per seed |",
+            "|---|---|---|---|---|---|",
+        ]
+        for c in summary["comparisons"]:
+            pooled = c["pooled"]
+            cells = [
+                f"{c['b']} - {c['a']}",
+                str(len(c["seeds"])),
+                str(c["tasks"]),
+                f"{pooled['mean']:+.3f} [{pooled['low']:+.3f}, {pooled['high']:+.3f}]",
+                _fmt(c["over_seeds"]),
+                ", ".join(f"{d:+.3f}" for d in c["per_seed"]),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append(
+            "\nPaired comparisons: held-out success of b minus a, task by task on the seeds both finished (a "
+            "seed's runs share their start and their tasks); 95% normal interval over tasks x seeds, and 95% t "
+            "interval over the per-seed differences."
+        )
     return "\n".join(lines)
 
 
