@@ -1,12 +1,12 @@
 """The long-horizon guards compared: one table and one figure over several runs of the horizon experiment.
 
-Each setting is one `agentgym experiment horizons` output folder, run with the same budget and seed and
+Each setting is one `agentgym experiment horizons` output folder, run with the same budget and seeds and
 one guard setting (`truncated_replies`, `budget_truncated_episodes`, `overlong_buffer_len`,
 `dynamic_sampling`; see `agentgym_train.truncation` and `agentgym_train.sampling`). Per setting and rule
-the table gives the held-out success (every seed's episodes pooled, 95% interval over tasks), the peak of
-the training success (a moving average over `--smooth` steps) and where it was, and over the last
-`--smooth` steps: training success, invalid replies, the share of replies the budget cut and tokens per reply,
-which are what a collapse changes. Dynamic sampling's extra episodes are summed over the run.
+the table gives the held-out success (every seed's episodes pooled, 95% interval over tasks x seeds), the
+peak of the training success (a moving average over `--smooth` steps, mean over seeds) and where it was,
+and over the last `--smooth` steps: training success, invalid replies, the share of replies the budget cut
+and tokens per reply, which are what a collapse changes. Dynamic sampling's extra episodes are summed over the run.
 
     python benchmarks/guards_summary.py DIR [--settings none,mask,...] [--smooth 10]
 
@@ -74,15 +74,15 @@ def interval(stat: dict[str, float]) -> str:
 
 def table(rows: dict[str, list[dict[str, Any]]], smooth: int) -> str:
     head = (
-        "| guards | rule | held-out success [95% CI] | invalid replies (held-out) | train success peak (step) | "
-        f"train success, last {smooth} | invalid replies, last {smooth} | cut replies, last {smooth} | "
-        f"tokens per reply, last {smooth} | extra episodes |"
+        "| guards | rule | seeds | held-out success [95% CI] | invalid replies (held-out) | "
+        f"train success peak (step) | train success, last {smooth} | invalid replies, last {smooth} | "
+        f"cut replies, last {smooth} | tokens per reply, last {smooth} | extra episodes |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 11]
     for setting, setting_rows in rows.items():
         for r in setting_rows:
             lines.append(
-                f"| {setting} | {r['label']} | {interval(r['held_out_success'])} | "
+                f"| {setting} | {r['label']} | {len(r['seeds'])} | {interval(r['held_out_success'])} | "
                 f"{r['held_out_invalid_reply_rate']:.2f} | "
                 f"{r['train_success_peak']:.2f} ({r['train_success_peak_step']}) | "
                 f"{r['train_success_last']:.2f} | {r['invalid_reply_rate_last']:.2f} | "
