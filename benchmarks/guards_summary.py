@@ -60,7 +60,7 @@ def run_row(folder: Path, rule: dict[str, Any], smooth: int, episodes_per_step: 
         "cut_reply_share_last": tail("episode/truncated_replies"),
         "tokens_per_reply_last": tail("episode/generated_tokens") / max(episodes_per_step * turns, 1e-9),
         "extra_episodes": sum(sum(e.get("sampling/extra_episodes", 0.0) for e in s) for s in steps),
-        "episodes": sum(rule["episodes"]),
+        "episodes": sum(len(s) for s in steps) * episodes_per_step,  # trained on, every seed
         "curve": mean_curve,
     }
 
