@@ -49,7 +49,18 @@ EXPERIMENTS = {
         "the 108-step setting that collapsed, rerun with no guard, each guard alone (truncated replies out of "
         "the loss, DAPO's overlong penalty, dynamic sampling) and all three together, one seed, every rule "
         "alike (one `agentgym experiment horizons` run per setting in a folder of its own; the table and "
-        "figure by `benchmarks/guards_summary.py`)",
+        "figure by `benchmarks/guards_summary.py`); dynamic sampling on 3 seeds",
+    ),
+    "gigpo-gotolocal": (
+        "GiGPO against GRPO, GoToLocal",
+        "gigpo-gotolocal",
+        "`agentgym experiment horizons gigpo`: GiGPO and GRPO under ScalingInter and fixed 12 on BabyAI GoToLocal, "
+        "60 steps, learning rate 3e-4, 3 seeds",
+    ),
+    "gigpo-gotolocal-lr1e-3": (
+        "GiGPO against GRPO, GoToLocal, lr 1e-3",
+        "gigpo-gotolocal-lr1e-3",
+        "the packaged gigpo experiment at learning rate 1e-3, one seed",
     ),
 }
 OBSERVATION_CHARS = 2500
