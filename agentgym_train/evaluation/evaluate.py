@@ -105,18 +105,20 @@ class EvalResult:
         }
 
 
+def task_means(rows: Sequence[dict[str, Any]], key: str = "success") -> dict[str, float]:
+    """Per task (`task_id`), the mean of `key` over its episode rows: the unit every interval here is over."""
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        by_task[str(row["task_id"])].append(float(row[key]))
+    return {task: sum(v) / len(v) for task, v in by_task.items()}
+
+
 def summarize_episodes(rows: list[dict[str, Any]], by: str = "category") -> EvalResult:
     """Estimates over per-task means of episode rows (`task_id`, `category`, `success`, `return`, `turns`),
     overall and per value of the row key `by`."""
 
-    def per_task(selected: list[dict[str, Any]], key: str) -> list[float]:
-        by_task: dict[str, list[float]] = defaultdict(list)
-        for row in selected:
-            by_task[str(row["task_id"])].append(float(row[key]))
-        return [sum(v) / len(v) for v in by_task.values()]
-
     def block(selected: list[dict[str, Any]]) -> dict[str, Estimate]:
-        return {key: estimate(per_task(selected, key)) for key in ("success", "return", "turns")}
+        return {key: estimate(list(task_means(selected, key).values())) for key in ("success", "return", "turns")}
 
     overall = block(rows)
     categories = {
@@ -347,13 +349,6 @@ def _play_policy(
 
 def paired_difference(before: EvalResult, after: EvalResult, key: str = "success") -> Estimate:
     """After minus before on the same tasks, with a paired 95% interval."""
-
-    def by_task(result: EvalResult) -> dict[str, float]:
-        groups: dict[str, list[float]] = defaultdict(list)
-        for row in result.episodes:
-            groups[str(row["task_id"])].append(float(row[key]))
-        return {t: sum(v) / len(v) for t, v in groups.items()}
-
-    a, b = by_task(before), by_task(after)
+    a, b = task_means(before.episodes, key), task_means(after.episodes, key)
     common = sorted(set(a) & set(b))
     return estimate([b[t] - a[t] for t in common])

@@ -67,13 +67,10 @@ def paired_comparison(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[
     runs started from the same model and played the same tasks, so the difference is taken task by task
     (a task's success: the mean over its episodes). Over tasks x seeds with a normal 95% interval, and per
     seed with a t interval over seeds."""
-    from agentgym_train.evaluation.evaluate import estimate
+    from agentgym_train.evaluation.evaluate import estimate, task_means
 
     def by_task(result: dict[str, Any]) -> dict[str, float]:
-        groups: dict[str, list[float]] = {}
-        for row in result["after"]["episodes"]:
-            groups.setdefault(row["task_id"], []).append(float(row["success"]))
-        return {task: sum(v) / len(v) for task, v in groups.items()}
+        return task_means(result["after"]["episodes"])
 
     first = {r["seed"]: by_task(r) for r in a}
     units, per_seed, seeds = [], [], []
