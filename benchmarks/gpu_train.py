@@ -1,6 +1,7 @@
-"""GRPO training speed: our multi-turn rollout against TRL's single-turn GRPOTrainer, and the env's share.
+"""GRPO training speed: our multi-turn rollout against TRL's single-turn GRPOTrainer, the env's share, and
+generation beside training (async) against the synchronous multi-turn arm.
 
-Two arms train the same randomly initialised model (Qwen2.5-0.5B's transformer shape, the tiny
+Three arms train the same randomly initialised model (Qwen2.5-0.5B's transformer shape, the tiny
 tokenizer trained on BabyAI text, Hugging Face backend, no vLLM) for a few steps each:
 
 - `multi-turn`: `MultiTurnGRPOTrainer` on BabyAI, `N` parallel episodes a step (tasks x G), up to
@@ -8,16 +9,23 @@ tokenizer trained on BabyAI text, Hugging Face backend, no vLLM) for a few steps
 - `trl`: TRL's own `GRPOTrainer`, plain prompts (the first-turn prompts the multi-turn arm played,
   as text), its own `generate` path, `N` completions of `T x K` tokens a step: the same number of
   generated tokens when every episode plays all its turns (both totals are reported).
+- `async`: the multi-turn arm with `async_generation` on (`max_staleness` 1): a generation worker
+  process (its own copy of the policy, on the trainer's GPU when there is one) plays the next rollout
+  batch while the trainer trains on this one; the weights go to it after every optimiser step. Its
+  "generation" time is what the trainer waited for the worker; the comparison is the step time
+  (sync over async, in this run), with the groups dropped as stale and the mean correction weight.
 
 Measured (the first step is left out: it warms up kernels and caches):
 - generation tokens/s: model-sampled tokens over the wall time of the trainer's generation phase
   (`_generate`: for the multi-turn arm the whole rollout, env steps included); target >= 0.8x TRL's;
 - the env's share of rollout time (`rollout/env_time_share`: env time over env + generation); target <= 5%;
-- the optimizer step time of both arms.
+- the optimizer step time of every arm (the async arm's against the synchronous arm's: ratio > 1 when
+  async is faster; the first step, which also starts the worker, is left out as for the others).
 
     python benchmarks/gpu_train.py --steps 3     # GPU: 0.5B-shaped model, 64 episodes a step, ~3-5 min
     python benchmarks/gpu_train.py --smoke       # CPU: tiny model, the same code path, ~1 min
     python benchmarks/gpu_train.py --model demo --device cpu --no-trl --steps 2   # env share, 64 CPU episodes
+    python benchmarks/gpu_train.py --no-async                                      # without the async arm
 
 Writes `benchmarks/results/gpu_train.json` (`--smoke`: `results/quick/gpu_train.json`) with a
 `summary` list in `agentgym bench`'s format (agentgym_train/bench.py).
@@ -248,15 +256,44 @@ def run_multi_turn(
         trainer.train()
     finally:
         trainer.engine.close()
+    generation = getattr(trainer, "async_generation", None)
     # One prompt per GRPO group (the TRL arm repeats each G times itself), as text without re-rendering.
     prompts = [
         tokenizer.decode(e.prompt_ids, skip_special_tokens=False) for e in trainer.last_episodes[:: args.generations]
     ]
     figures = _arm_figures(trainer.generation_log, clock.times)
     figures["parameters"] = count_parameters(model)
-    del trainer, model
+    if generation is not None:
+        figures["async"] = _async_figures(generation, trainer.state.log_history)
+    del trainer, model, generation
     _free(cuda)
     return figures, prompts
+
+
+def _async_figures(generation: Any, log_history: list[dict[str, Any]]) -> dict[str, Any]:
+    """What async generation did: batches, staleness drops, syncs, the correction (from the trainer's logs)."""
+    history = generation.history
+    correction = [row["async/correction_mean"] for row in log_history if "async/correction_mean" in row]
+    clipped = [row["async/correction_clipped"] for row in log_history if "async/correction_clipped" in row]
+    return {
+        "max_staleness": generation.max_staleness,
+        "lookahead": generation.lookahead,
+        "batches": len(history),
+        "stale_groups": sum(h.get("stale_groups", 0) for h in history),
+        "trainer_versions": [h["trainer_version"] for h in history],
+        "sampled_versions": [h.get("version") for h in history],
+        "mid_reply_updates": sum(h.get("mid_reply_updates", 0) for h in history),
+        "correction_mean": sum(correction) / len(correction) if correction else None,
+        "correction_clipped": sum(clipped) / len(clipped) if clipped else None,
+    }
+
+
+def run_async(model_dir: Path, args: argparse.Namespace, cuda: bool, workdir: Path) -> dict:
+    """The multi-turn arm with generation beside training (`async_generation`, `max_staleness` 1)."""
+    config = multi_turn_config(args, cuda, workdir / "async", async_generation=True, max_staleness=1)
+    figures, _ = run_multi_turn(model_dir, args, cuda, workdir, config=config)
+    figures.pop("parameters")
+    return figures
 
 
 def run_trl(
@@ -317,6 +354,18 @@ def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
             "met": share <= ENV_SHARE_TARGET,
         }
     )
+    late = result.get("async")
+    if late is not None:
+        rows.append(
+            {
+                "measure": f"async step time {late['step_time_s']:.2f} s (sync {ours['step_time_s']:.2f} s), "
+                f"max_staleness 1: {late['async']['stale_groups']} stale groups",
+                "ratio": ours["step_time_s"] / max(late["step_time_s"], 1e-9),
+                "baseline": "the multi-turn arm, synchronous",
+                "target": None,
+                "met": None,
+            }
+        )
     if trl is not None:
         rows.append(
             {
@@ -342,6 +391,12 @@ def print_table(result: dict[str, Any]) -> None:
         f"{'multi-turn':<12}{ours['generated_tokens_per_step']:>12.0f}{ours['generation_tokens_per_s']:>11.0f}"
         f"{ours['sampler_tokens_per_s']:>15.0f}{ours['env_time_share']:>11.1%}{ours['step_time_s']:>9.2f}"
     )
+    late = result.get("async")
+    if late is not None:
+        print(
+            f"{'async':<12}{late['generated_tokens_per_step']:>12.0f}{late['generation_tokens_per_s']:>11.0f}"
+            f"{late['sampler_tokens_per_s']:>15.0f}{late['env_time_share']:>11.1%}{late['step_time_s']:>9.2f}"
+        )
     if trl is not None:
         print(
             f"{'trl':<12}{trl['generated_tokens_per_step']:>12.0f}{trl['generation_tokens_per_s']:>11.0f}"
@@ -358,7 +413,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--smoke", "--quick", action="store_true", help="tiny model on CPU, short settings")
     parser.add_argument("--model", choices=sorted(SHAPES), default=None, help="default: qwen2.5-0.5b (smoke: tiny)")
     parser.add_argument("--device", choices=("auto", "cpu"), default="auto", help="auto: CUDA when there is one")
-    parser.add_argument("--no-trl", action="store_true", help="only the multi-turn arm (the env share)")
+    parser.add_argument("--no-trl", action="store_true", help="without TRL's single-turn arm")
+    parser.add_argument("--no-async", action="store_true", help="without the async arm (async_generation)")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps per arm (default 3, smoke 2)")
     parser.add_argument("--tasks-per-step", type=int, default=None, help="GRPO groups a step (default 8, smoke 2)")
     parser.add_argument("--generations", type=int, default=None, help="episodes per task, G (default 8, smoke 4)")
@@ -397,6 +453,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             workdir / "model", TinyModelConfig(env_ids=[ENV_ID], env_kwargs=ENV_KWARGS, **SHAPES[args.model])
         )
         ours, prompts = run_multi_turn(model_dir, args, cuda, workdir)
+        late, async_error = None, None
+        if not args.no_async:
+            try:  # as the TRL arm: the other figures survive a failure, reported in the JSON
+                late = run_async(model_dir, args, cuda, workdir)
+            except Exception as error:
+                traceback.print_exc()
+                async_error = f"{type(error).__name__}: {error}"
         trl, trl_error = None, None
         if not args.no_trl:
             try:  # a one-shot GPU run keeps the multi-turn figures even if the baseline fails
@@ -417,6 +480,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "multi_turn": ours,
         "trl": trl,
         "trl_error": trl_error,
+        "async": late,
+        "async_error": async_error,
     }
     result["summary"] = summary(result)
     print_table(result)
@@ -425,8 +490,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"wrote {args.out}")
     if trl_error:
         print(f"the TRL arm failed: {trl_error}", file=sys.stderr)
+    if async_error:
+        print(f"the async arm failed: {async_error}", file=sys.stderr)
     return result
 
 
 if __name__ == "__main__":
-    sys.exit(1 if main()["trl_error"] else 0)
+    outcome = main()
+    sys.exit(1 if outcome["trl_error"] or outcome["async_error"] else 0)

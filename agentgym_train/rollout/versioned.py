@@ -15,11 +15,19 @@ takes new weights while episodes are under way. Three pieces, used by the genera
   where the engine added an end-of-turn token the model did not sample).
 - `correction_weights`: per token, the truncated ratio between the current policy and the behaviour
   policy that sampled the token (see `agentgym_train.trainers.async_grpo` for the objective).
+
+With a generation server (vLLM in server mode) the weights change in another process, so the generator
+cannot load them itself: a `WeightGate` keeps segments and weight pushes apart. Each segment runs
+inside `gate.segment()` (its poll and its request), each push inside `gate.push()`, which waits for the
+segment in flight to return and keeps the next one from starting until the push is done; so every
+token of a segment was sampled by one known version.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -30,6 +38,58 @@ from agentgym_train.rollout.stops import StopStrings
 
 #: The version of a token the model did not sample (the env's, or an added end-of-turn token).
 ENV_VERSION = -1
+
+
+class WeightGate:
+    """Segments of generation and weight pushes never overlap, and a waiting push goes before the next segment.
+
+    Any number of segments may run at once (`segment()`); `push()` waits until none runs, and while a push
+    waits or runs no segment starts (a writer-preferring lock: a generation loop that takes the gate back at
+    once cannot starve the push).
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._segments = 0
+        self._pushes_waiting = 0
+        self._pushing = False
+        #: Pushes done so far.
+        self.pushes = 0
+
+    @contextmanager
+    def segment(self) -> Iterator[None]:
+        with self._cond:
+            while self._pushing or self._pushes_waiting:
+                self._cond.wait()
+            self._segments += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._segments -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def push(self) -> Iterator[None]:
+        with self._cond:
+            self._pushes_waiting += 1
+            while self._segments or self._pushing:
+                self._cond.wait()
+            self._pushes_waiting -= 1
+            self._pushing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._pushing = False
+                self.pushes += 1
+                self._cond.notify_all()
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a push waits for the segment in flight (tests use it to place a push inside a reply)."""
+        with self._cond:
+            return self._pushes_waiting > 0
 
 
 class VersionedGenerator:
@@ -43,6 +103,8 @@ class VersionedGenerator:
         version: The version of the weights the model holds now.
         segment_tokens: Tokens sampled between two polls (None: poll once per call, so a reply never
             spans an update).
+        gate: Called per segment for a context manager that holds the poll and the segment's sampling
+            (`WeightGate.segment` when another process pushes the weights; None: nothing to hold).
     """
 
     def __init__(
@@ -52,6 +114,7 @@ class VersionedGenerator:
         poll: Callable[[], tuple[int, Callable[[], None]] | None] | None = None,
         version: int = 0,
         segment_tokens: int | None = None,
+        gate: Callable[[], AbstractContextManager[Any]] | None = None,
     ):
         if segment_tokens is not None and segment_tokens < 1:
             raise ValueError(f"segment_tokens must be None (one poll per call) or >= 1, got {segment_tokens}")
@@ -60,6 +123,7 @@ class VersionedGenerator:
         self.poll = poll
         self.version = version
         self.segment_tokens = segment_tokens
+        self.gate = gate or nullcontext
         self._keep_unmatched = False
         self.backend = make()
         #: Per reply of the last call, in order: the version of each of its sampled tokens.
@@ -109,17 +173,19 @@ class VersionedGenerator:
         left = max_new_tokens
         first = True
         while open_rows and left > 0:
-            self.refresh(mid_reply=not first)
-            first = False
             n = min(self.segment_tokens or left, left)
-            outputs = self.backend(
-                [contexts[i] + ids[i] for i in open_rows], n, stop=[stops[i] for i in open_rows] if stop else None
-            )
+            with self.gate():  # no weight push between the poll and the end of this segment's sampling
+                self.refresh(mid_reply=not first)
+                outputs = self.backend(
+                    [contexts[i] + ids[i] for i in open_rows], n, stop=[stops[i] for i in open_rows] if stop else None
+                )
+                version = self.version
+            first = False
             still = []
             for i, (new_ids, new_logps) in zip(open_rows, outputs, strict=True):
                 ids[i] += list(new_ids)
                 logps[i] += list(new_logps)
-                versions[i] += [self.version] * len(new_ids)
+                versions[i] += [version] * len(new_ids)
                 ended = len(new_ids) < n or (new_ids and new_ids[-1] in self.eos)
                 if not ended and stops[i] is not None and stops[i].cut(ids[i]) is not None:
                     ended = True  # a stop string, possibly across the segment boundary

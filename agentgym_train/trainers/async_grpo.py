@@ -30,6 +30,20 @@ finished ones:
   Plain truncated importance sampling (the PPO ratio against the behaviour logprobs) would centre the
   trust region on a policy up to `max_staleness` updates old, where the clip removes the gradient of
   most stale tokens; the decoupled form clips around the current policy and costs one forward pass.
+- **vLLM in server mode** (`use_vllm=True, vllm_mode="server"`). Generation goes to the server from a
+  thread of each trainer process (`worker.ServerGenerationWorker`; why a thread and not the worker
+  process: that module's docstring), each rank its own slice of the plan, in requests of its own (no
+  collective). The weights go to the server from the trainer, over TRL's transfer
+  (`VLLMGeneration.sync_weights`: `VLLMClient.update_named_params` over its NCCL group, then
+  `reset_prefix_cache`), once at the start (the server may hold other weights: a resumed run's are the
+  checkpoint's) and after every `weight_sync_steps` optimiser steps; TRL's own push before each rollout
+  is turned off, since it would change the server's weights under the generation thread at no version.
+  Every rank's generation stops at a segment boundary (`WeightGate`) and the ranks meet before the push
+  and after it, so each segment of `partial_rollout_tokens` tokens was sampled by one known version:
+  the versions per token are exact, as with the CPU worker. TRL's own importance-sampling ratio for vLLM
+  (`vllm_importance_sampling_correction`) is the same per-token weight as the correction above; it is
+  set to 1 so that the correction is applied once. Evaluation during training samples from the server
+  too, with the newest weights pushed (at most `weight_sync_steps - 1` optimiser steps old).
 """
 
 from __future__ import annotations
@@ -45,7 +59,7 @@ from transformers import TrainerCallback
 
 from agentgym_train.rollout.engine import Episode, Task
 from agentgym_train.rollout.versioned import correction_weights, oldest_version
-from agentgym_train.rollout.worker import GenerationWorker, WorkerSpec
+from agentgym_train.rollout.worker import GenerationWorker, ServerGenerationWorker, WorkerSpec
 
 #: TRL loss types whose per-token loss scales with a non-negative weight on the advantage.
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
@@ -63,7 +77,11 @@ def check_settings(args: Any) -> None:
         return
     refused = {
         "dynamic_sampling": (args.dynamic_sampling, "its refills play new groups inside the trainer's step"),
-        "use_vllm": (args.use_vllm, "vLLM server mode through TRL's client is not built yet (CPU worker only)"),
+        "vllm_mode='colocate'": (
+            args.use_vllm and args.vllm_mode != "server",
+            "a colocated engine shares the trainer's process and device, so it cannot generate while the trainer "
+            "trains; serve the model (`vllm serve`) and set vllm_mode='server'",
+        ),
         "env_backend='ray'": (args.env_backend == "ray", "the worker process does not connect to a Ray pool yet"),
     }
     for name, (on, why) in refused.items():
@@ -115,6 +133,8 @@ class AsyncGeneration:
     """
 
     def __init__(self, trainer: Any):
+        if getattr(trainer, "use_vllm", False) and trainer.args.vllm_mode != "server":  # the config refuses it too
+            raise ValueError("async_generation with vLLM needs vllm_mode='server' (a colocated engine cannot)")
         if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
             raise ValueError(
                 "async_generation sends the worker the model's whole state_dict, which a sharded model (FSDP, "
@@ -131,7 +151,19 @@ class AsyncGeneration:
         self.sync_steps = args.weight_sync_steps
         steps = max(1, args.steps_per_generation * trainer.num_iterations // args.gradient_accumulation_steps)
         self.lookahead = math.floor(self.max_staleness * self.sync_steps / steps)
-        self.worker: GenerationWorker | None = None
+        self.worker: GenerationWorker | ServerGenerationWorker | None = None
+        #: vLLM in server mode: generation through the server, weights over TRL's transfer (module docstring).
+        self.server = bool(getattr(trainer, "use_vllm", False))
+        self._trl_push: Any = None
+        self.skipped_trl_pushes = 0  # TRL's pushes before each rollout, turned off (server mode)
+        if self.server:
+            vllm = trainer.vllm_generation
+            self._trl_push = vllm.sync_weights
+
+            def skip() -> None:
+                self.skipped_trl_pushes += 1
+
+            vllm.sync_weights = skip
         self.submitted = -1  # the last batch index submitted
         self.version = 0
         #: Per consumed batch: index, version, stale groups, worker statistics (tests and logs read it).
@@ -152,28 +184,38 @@ class AsyncGeneration:
     def _state_dict(self) -> dict[str, torch.Tensor]:
         return self.trainer.accelerator.unwrap_model(self.trainer.model).state_dict()
 
-    def _start(self) -> None:
+    def _engine_kwargs(self) -> dict[str, Any]:
         t = self.trainer
         engine = t.engine
+        return {
+            "max_turns": engine.max_turns,
+            "max_completion_length": engine.max_completion_length,
+            "max_turn_tokens": engine.max_turn_tokens,
+            "stop_strings": engine.stop_strings,
+            "env_kwargs": engine.env_kwargs,
+            "system_prompt": engine.system_prompt,
+            "num_env_workers": engine.num_env_workers,
+            "eos_token_ids": engine.eos_token_ids,
+            "chat_template_kwargs": t.args.chat_template_kwargs,
+            "env_timeout": engine.env_timeout,
+            "record_states": engine.record_states,
+            "rollout_mode": engine.rollout_mode,
+            "action_format": engine.action_format,
+        }
+
+    def _start(self) -> None:
+        t = self.trainer
+        self.version = t.state.global_step // self.sync_steps  # a resumed run's version, from its step
+        if self.server:
+            self._start_server()
+            return
+        cuda = t.accelerator.device.type == "cuda"
         spec = WorkerSpec(
             model_config=t.accelerator.unwrap_model(t.model).config,
             tokenizer=t._tokenizer,
-            dtype=next(t.model.parameters()).dtype,
-            engine_kwargs={
-                "max_turns": engine.max_turns,
-                "max_completion_length": engine.max_completion_length,
-                "max_turn_tokens": engine.max_turn_tokens,
-                "stop_strings": engine.stop_strings,
-                "env_kwargs": engine.env_kwargs,
-                "system_prompt": engine.system_prompt,
-                "num_env_workers": engine.num_env_workers,
-                "eos_token_ids": engine.eos_token_ids,
-                "chat_template_kwargs": t.args.chat_template_kwargs,
-                "env_timeout": engine.env_timeout,
-                "record_states": engine.record_states,
-                "rollout_mode": engine.rollout_mode,
-                "action_format": engine.action_format,
-            },
+            # on a GPU the worker samples on the trainer's device, in the dtype the trainer computes in
+            dtype=torch.bfloat16 if t.args.bf16 and cuda else next(t.model.parameters()).dtype,
+            engine_kwargs=self._engine_kwargs(),
             sampler_kwargs={
                 "backend": t.args.sampler,
                 "temperature": t.temperature,
@@ -186,20 +228,48 @@ class AsyncGeneration:
             pad_token_id=t._tokenizer.pad_token_id,
             segment_tokens=t.args.partial_rollout_tokens,
             imports=registering_modules({t.args.env_id, *t.train_dataset["env_id"]}),
+            device=str(t.accelerator.device) if cuda else "cpu",
         )
         folder = tempfile.mkdtemp(prefix=f"agentgym-weights-rank{t.accelerator.process_index}-")
         self.worker = GenerationWorker(spec, folder)
-        self.version = t.state.global_step // self.sync_steps  # a resumed run's version, from its step
         self.worker.start(self.version, self._state_dict())
         # a run that raises never reaches on_train_end: stop the worker when this object goes, or at exit
         weakref.finalize(self, self.worker.close)
+
+    def _start_server(self) -> None:
+        from trl.generation.vllm_client import VLLMClient
+
+        from agentgym_train.rollout.backends.vllm import ServerGeneration, VLLMTurnGenerator
+
+        t = self.trainer
+        args = t.args
+        url = args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}"
+        # this process's own client (the trainer's, on the main process only, pushes the weights)
+        client = VLLMClient(base_url=url, group_port=args.vllm_group_port, connection_timeout=args.vllm_server_timeout)
+        backend = VLLMTurnGenerator(ServerGeneration.like(t.vllm_generation, client), t.engine.eos_token_ids)
+        self.worker = ServerGenerationWorker(
+            self._engine_kwargs(), t._tokenizer, lambda: backend, segment_tokens=args.partial_rollout_tokens
+        )
+        self.worker.start(self.version, self._push_to_server)  # the server may hold other weights (a resumed run)
+        weakref.finalize(self, self.worker.close)
+
+    def _push_to_server(self) -> None:
+        """TRL's transfer of the trainer's weights to the server, with every rank's generation stopped: the ranks
+        meet before it (each has stopped at a segment boundary) and after it (none samples before it is done)."""
+        accelerator = self.trainer.accelerator
+        accelerator.wait_for_everyone()
+        self._trl_push()
+        accelerator.wait_for_everyone()
 
     def sync(self, global_step: int) -> bool:
         """After an optimiser step: send the weights when `weight_sync_steps` steps have passed since the last."""
         if self.worker is None or global_step // self.sync_steps <= self.version:
             return False
         self.version = global_step // self.sync_steps
-        self.worker.send_weights(self.version, self._state_dict())
+        if self.server:
+            self.worker.push(self.version, self._push_to_server)
+        else:
+            self.worker.send_weights(self.version, self._state_dict())
         return True
 
     def close(self) -> None:
@@ -257,6 +327,8 @@ class AsyncGeneration:
             mask = mask * output["tool_mask"]
         current = t._rollout_policy_logps(output)
         output["old_per_token_logps"] = current
+        if output.get("importance_sampling_ratio") is not None:  # TRL's vLLM correction: the same weight, once
+            output["importance_sampling_ratio"] = torch.ones_like(output["importance_sampling_ratio"])
         args = t.args
         weights = correction_weights(
             current,

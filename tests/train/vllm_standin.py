@@ -13,6 +13,19 @@ travel over NCCL in TRL, which a CPU cannot run: tests replace `VLLMClient.init_
 stand-in's model by name, so a test can still check that the weights the trainer pushed are the
 ones that sample.
 
+The weight-transfer routes are served too, as vLLM's server (`VLLM_SERVER_DEV_MODE=1`,
+`--weight-transfer-config`) answers TRL's `VLLMClient`: `/get_world_size`, `/server_info` with a
+`weight_transfer_config`, `/init_weight_transfer_engine` (the server joins the trainer's group as rank
+`rank_offset` of `world_size`, rendezvous at `master_address:master_port`, the trainer rank 0),
+`/start_weight_update`, `/update_weights` (receives one tensor per `names`/`dtype_names`/`shapes` entry,
+in that order, broadcast from rank 0, and loads it by name), `/finish_weight_update`, `/pause` and
+`/resume`. The group is **gloo over loopback, not NCCL**, and each tensor is broadcast on its own, not in
+vLLM's packed buffers: `gloo_trainer_init` and `gloo_broadcast_producer` stand in for vLLM's
+`nccl_common.trainer_init` and `packed_tensor.packed_nccl_broadcast_producer` on the trainer's side, and
+`gloo_init_communicator` for `VLLMClient.init_communicator`, which refuses a device that is not CUDA;
+TRL's own `update_named_params`, `weight_update`, `reset_prefix_cache` and `close_communicator` run
+unchanged over them (`use_gloo_transfer`).
+
 With `alphabet` (token ids), the server does not sample: each reply is `named_reply(prompt)`, a
 sequence of `alphabet` tokens drawn from a hash of the prompt's ids and then the end token, so a test
 can tell from a reply which prompt it answered (a reply crossed to another prompt is seen).
@@ -38,9 +51,11 @@ else between them, one per TRL `sync_weights`) and logs what happened in order (
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 import threading
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -60,6 +75,10 @@ class StandInVLLM:
         self.completions: list[list[int]] = []  # every choice's token_ids, in order
         self.weight_syncs = 0
         self.prefix_cache_resets = 0
+        self.transfer_group: Any = None  # the server's side of the weight-transfer group (gloo here)
+        self.updating = False  # between /start_weight_update and /finish_weight_update
+        self.paused = False
+        self.transfer_events: list[str] = []  # the weight-transfer routes called, in order
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -86,7 +105,12 @@ class StandInVLLM:
                 elif path == "/v1/models":
                     self._reply(200, {"data": [{"id": owner.name}]})
                 elif path == "/server_info":
-                    self._reply(200, {"vllm_config": {"model_config": {"logprobs_mode": "processed_logprobs"}}})
+                    dtype = str(next(owner.model.parameters()).dtype)
+                    config = {"logprobs_mode": "processed_logprobs", "dtype": dtype}
+                    transfer = {"backend": "gloo (stand-in for nccl)"}
+                    self._reply(200, {"vllm_config": {"model_config": config, "weight_transfer_config": transfer}})
+                elif path == "/get_world_size":
+                    self._reply(200, {"world_size": 1})
                 else:
                     self._reply(404, {"error": f"no route {path}"})
 
@@ -97,7 +121,14 @@ class StandInVLLM:
                     self._reply(200, owner.complete(body))
                 elif self.path == "/reset_prefix_cache":
                     owner.prefix_cache_resets += 1
-                    self._reply(200, {})
+                    self._reply(200, {"success": True})
+                elif self.path.split("?")[0] in owner.TRANSFER_ROUTES:
+                    try:
+                        owner.transfer(self.path.split("?")[0], body)
+                    except Exception as error:  # the client raises on a status other than 200
+                        self._reply(500, {"error": f"{type(error).__name__}: {error}"})
+                    else:
+                        self._reply(200, {})
                 else:
                     self._reply(404, {"error": f"no route {self.path}"})
 
@@ -109,6 +140,7 @@ class StandInVLLM:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        self.transfer_group = None
 
     @property
     def url(self) -> str:
@@ -126,6 +158,51 @@ class StandInVLLM:
                     raise KeyError(f"the trainer pushed {name!r}, which the served model does not have")
                 own[name].copy_(tensor)
         self.weight_syncs += 1
+
+    # ---- the weight-transfer routes (gloo instead of NCCL: see the module docstring) -------------------
+    TRANSFER_ROUTES = (
+        "/init_weight_transfer_engine",
+        "/start_weight_update",
+        "/update_weights",
+        "/finish_weight_update",
+        "/pause",
+        "/resume",
+    )
+
+    def transfer(self, route: str, body: dict[str, Any]) -> None:
+        self.transfer_events.append(route)
+        if route == "/init_weight_transfer_engine":
+            info = body["init_info"]
+            self.transfer_group = _join_group(
+                info["master_address"], info["master_port"], info["rank_offset"], info["world_size"]
+            )
+        elif route == "/start_weight_update":
+            if self.updating:
+                raise RuntimeError("start_weight_update while an update is open")
+            self.updating = True
+        elif route == "/update_weights":
+            if not self.updating:
+                raise RuntimeError("update_weights outside start_weight_update/finish_weight_update")
+            if self.transfer_group is None:
+                raise RuntimeError("update_weights before init_weight_transfer_engine")
+            info = body["update_info"]
+            own = dict(self.model.named_parameters())
+            for name, dtype, shape in zip(info["names"], info["dtype_names"], info["shapes"], strict=True):
+                if name not in own:
+                    raise KeyError(f"the trainer pushed {name!r}, which the served model does not have")
+                tensor = torch.empty(shape, dtype=getattr(torch, dtype))
+                _broadcast(self.transfer_group, tensor)
+                with self._lock, torch.no_grad():  # not while a reply samples
+                    own[name].copy_(tensor)
+        elif route == "/finish_weight_update":
+            if not self.updating:
+                raise RuntimeError("finish_weight_update without start_weight_update")
+            self.updating = False
+            self.weight_syncs += 1
+        elif route == "/pause":
+            self.paused = True
+        elif route == "/resume":
+            self.paused = False
 
     # ---- generation ---------------------------------------------------------------------------------
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -189,6 +266,100 @@ class StandInVLLM:
                 if texts and any(t in self.tokenizer.decode(ids, skip_special_tokens=False) for t in texts):
                     break
         return ids, logps
+
+
+# ---- the trainer's side of the weight-transfer group, over gloo ---------------------------------------
+_TIMEOUT = datetime.timedelta(seconds=60)
+
+
+class _Group:
+    """What TRL's `close_communicator` reaches into (`communicator.group.store`, `.socket`), and the gloo group."""
+
+    def __init__(self, store: Any, process_group: Any):
+        self.store, self.socket, self.process_group = store, None, process_group
+
+
+class GlooCommunicator:
+    """The trainer's end of the weight-transfer group (vLLM's is NCCL's `PyNcclCommunicator`)."""
+
+    def __init__(self, group: _Group):
+        self.group = group
+
+
+def _join_group(address: str, port: int, rank: int, world_size: int) -> _Group:
+    from torch.distributed import ProcessGroupGloo, TCPStore
+
+    store = TCPStore(address, port, world_size, rank == 0, timeout=_TIMEOUT, wait_for_workers=False)
+    return _Group(store, ProcessGroupGloo(store, rank, world_size, _TIMEOUT))
+
+
+def _broadcast(group: Any, tensor: torch.Tensor) -> None:
+    from torch.distributed import BroadcastOptions
+
+    options = BroadcastOptions()
+    options.rootRank = 0
+    process_group = group.process_group if isinstance(group, _Group) else group.group.process_group
+    process_group.broadcast([tensor], options).wait()
+
+
+def gloo_trainer_init(init_info: dict[str, Any]) -> GlooCommunicator:
+    """Stands in for vLLM's `nccl_common.trainer_init`: the trainer, rank 0, hosts the rendezvous and joins."""
+    return GlooCommunicator(
+        _join_group(init_info["master_address"], init_info["master_port"], 0, init_info["world_size"])
+    )
+
+
+def gloo_broadcast_producer(iterator: Any, group: GlooCommunicator, src: int, post_iter_func: Any) -> None:
+    """Stands in for vLLM's `packed_nccl_broadcast_producer`: each tensor broadcast from `src` in turn (not packed)."""
+    if src != 0:
+        raise ValueError("the trainer is rank 0 of the weight-transfer group")
+    for item in iterator:
+        _broadcast(group, post_iter_func(item).detach().to("cpu").contiguous())
+
+
+def gloo_init_communicator(self: Any, device: Any = 0) -> None:
+    """Stands in for `VLLMClient.init_communicator` on a CPU (which it refuses): the same requests in the same
+    order (`/server_info`, `/get_world_size`, `/init_weight_transfer_engine` while the trainer joins)."""
+    import atexit
+
+    if self.get_server_info()["weight_transfer_config"] is None:
+        raise RuntimeError("the stand-in has no weight-transfer engine")
+    init_info = {
+        "master_address": "127.0.0.1",
+        "master_port": self.group_port,
+        "rank_offset": 1,
+        "world_size": self.get_world_size() + 1,
+        "packed": True,
+    }
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        future = executor.submit(
+            self._post, f"{self.base_url}/init_weight_transfer_engine", json={"init_info": init_info}
+        )
+        self.communicator = gloo_trainer_init(init_info)
+        future.result()
+    atexit.register(self.close_communicator)
+
+
+def use_gloo_transfer(monkeypatch: Any) -> None:
+    """Make TRL's `VLLMClient` build and stream over the gloo stand-ins (and see vLLM as installed)."""
+    import trl.generation.vllm_client as client
+    import trl.generation.vllm_generation as generation
+
+    monkeypatch.setattr(client, "is_vllm_available", lambda *a, **k: True)
+    monkeypatch.setattr(generation, "is_vllm_available", lambda *a, **k: True)
+    monkeypatch.setattr(client, "_HAS_STATEFUL_TRAINER_ENGINE", True)  # vLLM >= 0.28's trainer side
+    monkeypatch.setattr(client, "_HAS_RESET_PREFIX_CACHE_SUCCESS", True)
+    monkeypatch.setattr(client, "open_trainer_endpoint", gloo_trainer_init, raising=False)
+    monkeypatch.setattr(client, "packed_nccl_broadcast_producer", gloo_broadcast_producer, raising=False)
+    monkeypatch.setattr(client.VLLMClient, "init_communicator", gloo_init_communicator)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 # ---- replies that name their prompt ------------------------------------------------------------------

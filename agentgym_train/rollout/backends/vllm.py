@@ -46,6 +46,13 @@ So the engine is awake for the whole rollout instead: it wakes when the engine's
 only if a sleep discarded them since TRL's push before `rollout_func`) and sleeps at level 2 when the
 loop ends (`sync_live` says none is left, again on every process at once); TRL's `generate` is called
 with its sleep handling off in between. One push per rollout, at the same point on every process.
+
+Async training (`async_generation` with `vllm_mode="server"`): a generation thread in each trainer
+process sends its own episodes' turns to the server while the trainer trains, so its calls cannot be
+collective (the trainer's thread is inside its own collectives). `ServerGeneration` is what
+`VLLMTurnGenerator` needs of a `VLLMGeneration` in server mode, over a `VLLMClient` of this process
+alone: no gather, no broadcast, no padding; the server takes every rank's requests concurrently. The
+weights still go over TRL's transfer, from the trainer (`agentgym_train.trainers.async_grpo`).
 """
 
 from __future__ import annotations
@@ -58,6 +65,72 @@ import torch
 from agentgym_train.rollout.backends.lockstep import any_process
 from agentgym_train.rollout.backends.protocol import Reply
 from agentgym_train.rollout.stops import StopStrings
+
+
+class ServerGeneration:
+    """A `VLLMGeneration` in server mode as `VLLMTurnGenerator` calls it, for this process's prompts only.
+
+    Args:
+        client: TRL's `VLLMClient` of this process (not the trainer's: a thread of its own uses it).
+        temperature, top_p, top_k, min_p, repetition_penalty: Sampling, as TRL sends them.
+        logprobs: Top logprobs per token (0: the sampled token's only).
+        generation_kwargs: More request fields (TRL's `generation_kwargs`).
+    """
+
+    mode = "server"
+    enable_sleep_mode = False
+
+    def __init__(
+        self,
+        client: Any,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        min_p: float | None = 0.0,
+        repetition_penalty: float = 1.0,
+        logprobs: int = 0,
+        generation_kwargs: dict[str, Any] | None = None,
+    ):
+        self.client = client
+        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
+        self.min_p, self.repetition_penalty = min_p, repetition_penalty
+        self.logprobs = logprobs
+        self.generation_kwargs = dict(generation_kwargs or {})
+        self.max_completion_length = 16  # set per call by VLLMTurnGenerator
+
+    def generate(self, prompts: list[list[int]], images: Any, num_generations: int = 1) -> tuple:
+        """One `/v1/completions` request for `prompts` (TRL's `VLLMClient.generate`): (prompt ids, completion
+        ids, logprobs, logprob token ids), as `VLLMGeneration.generate` returns them."""
+        if images is not None:
+            raise ValueError("async generation through the vLLM server sends token ids only (no images)")
+        output = self.client.generate(
+            prompts=prompts,
+            n=num_generations,
+            repetition_penalty=self.repetition_penalty,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            min_p=0.0 if self.min_p is None else self.min_p,
+            max_tokens=self.max_completion_length,
+            logprobs=self.logprobs,
+            generation_kwargs=self.generation_kwargs,
+        )
+        prompt_ids = [ids for ids in output["prompt_ids"] for _ in range(num_generations)]
+        return prompt_ids, output["completion_ids"], output["logprobs"], output.get("logprob_token_ids")
+
+    @classmethod
+    def like(cls, vllm_generation: Any, client: Any) -> ServerGeneration:
+        """The sampling settings of the trainer's `VLLMGeneration`, over `client`."""
+        return cls(
+            client,
+            temperature=vllm_generation.temperature,
+            top_p=vllm_generation.top_p,
+            top_k=vllm_generation.top_k,
+            min_p=vllm_generation.min_p,
+            repetition_penalty=vllm_generation.repetition_penalty,
+            logprobs=vllm_generation.logprobs if vllm_generation.logprobs is not None else 0,
+            generation_kwargs=vllm_generation.generation_kwargs,
+        )
 
 
 class VLLMTurnGenerator:
