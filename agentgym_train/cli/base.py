@@ -18,6 +18,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "verifiers": "verifiers",
     "gem": "gem",
     "skyrl_gym": "skyrl",
+    "verl": "verl",
     "ray": "ray",
 }
 

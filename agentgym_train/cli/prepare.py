@@ -1,8 +1,8 @@
-"""`agentgym prepare sciworld|textworld` and `agentgym tasks webarena`: what a scenario builds ahead of time
-(ScienceWorld's gold paths, TextWorld's games) and what it holds (WebArena's bundled tasks).
+"""`agentgym prepare sciworld|textworld|verl` and `agentgym tasks webarena`: what a scenario builds ahead of time
+(ScienceWorld's gold paths, TextWorld's games, verl's dataset of tasks) and what it holds (WebArena's bundled tasks).
 
-The commands call the scenarios' library functions (`agentgym_envs.sciworld.gold`,
-`agentgym_envs.textworld.prepare`, `agentgym_envs.webarena.tasks.splits`), imported when a command runs.
+The commands call library functions (`agentgym_envs.sciworld.gold`, `agentgym_envs.textworld.prepare`,
+`agentgym_envs.adapters.verl`, `agentgym_envs.webarena.tasks.splits`), imported when a command runs.
 """
 
 from __future__ import annotations
@@ -87,12 +87,96 @@ class TextWorldGamesCommand(Command):
         return 0
 
 
+class VerlDatasetCommand(Command):
+    """`agentgym prepare verl ENV_ID [--split train] [--limit N] [--out FILE]`: verl's parquet rows naming tasks,
+    and the agent loop's entry for verl's `agent_loop_config_path`."""
+
+    name = "verl"
+    help = "write verl's dataset rows naming a scenario's tasks (parquet) and the agentgym agent loop's YAML entry"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "env_id", help="a registered id, e.g. AgentGym/BabyAI-v0 (AgentGym/Remote-v0 with --env-kwargs)"
+        )
+        parser.add_argument("--split", default="train", help="the split whose tasks the rows name (default: train)")
+        parser.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split")
+        parser.add_argument("--out", default=None, help="the parquet file (default: verl_data/<env>_<split>.parquet)")
+        parser.add_argument(
+            "--env-kwargs", default=None, help="JSON keyword arguments for gym.make (also written to the loop's entry)"
+        )
+        parser.add_argument(
+            "--max-turns", type=int, default=None, help="each row's turn limit (default: the scenario's)"
+        )
+        parser.add_argument("--seed", type=int, default=0, help="each row's reset seed")
+        parser.add_argument(
+            "--agent-name", default=None, help="the rows' agent_name and the entry's name (default: agentgym)"
+        )
+        parser.add_argument(
+            "--agent-loop-config", default=None, help="where the loop's YAML entry goes (default: beside --out)"
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        try:
+            import pyarrow  # noqa: F401  (the rows are parquet)
+        except ImportError as error:
+            raise ImportError(
+                f"agentgym prepare verl writes parquet ({error}): pip install 'agentgym-rl[verl]'"
+            ) from error
+        from agentgym_envs.adapters import verl
+
+        slug = args.env_id.removeprefix("AgentGym/").lower().replace("/", "_")
+        out = Path(args.out or Path("verl_data") / f"{slug}_{args.split}.parquet")
+        loop_config = Path(args.agent_loop_config or out.parent / "agent_loop.yaml")
+        name = args.agent_name or verl.AGENT_NAME
+        try:
+            env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else None
+            rows = verl.dataset_rows(
+                args.env_id,
+                args.split,
+                args.limit,
+                env_kwargs,
+                agent_name=name,
+                max_turns=args.max_turns,
+                seed=args.seed,
+            )
+        except ImportError:  # a scenario's own extra (TextWorld's): the command line names it
+            raise
+        except Exception as error:  # an unknown id, split or kwargs: the user's to fix
+            print(f"agentgym prepare verl: error: {type(error).__name__}: {error}", file=sys.stderr)
+            return 2
+        verl.write_parquet(rows, out)
+        loop_config.parent.mkdir(parents=True, exist_ok=True)
+        loop_config.write_text(_yaml(verl.agent_loop_config(name, env_kwargs=env_kwargs)))
+        files = "data.train_files" if args.split == "train" else "data.val_files"
+        summary = {
+            "rows": len(rows),
+            "parquet": str(out),
+            "agent_loop_config": str(loop_config),
+            "verl_overrides": [
+                f"{files}={out}",
+                f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop_config}",
+                f"actor_rollout_ref.rollout.agent.default_agent_loop={name}",
+            ],
+        }
+        print(json.dumps(summary, indent=1))
+        return 0
+
+
+def _yaml(data: object) -> str:
+    """YAML text (JSON, itself YAML, where PyYAML is not installed)."""
+    try:
+        import yaml
+    except ImportError:
+        return json.dumps(data, indent=1) + "\n"
+    return yaml.safe_dump(data, sort_keys=False)
+
+
 class PrepareCommand(Group):
     """`agentgym prepare`: a group, one subcommand per scenario that can build its data ahead of time."""
 
     name = "prepare"
-    help = "build a scenario's data ahead of time (ScienceWorld's gold paths, TextWorld's games)"
-    subcommands = (SciWorldGoldCommand(), TextWorldGamesCommand())
+    help = "build a scenario's data ahead of time (ScienceWorld's gold paths, TextWorld's games, verl's rows)"
+    subcommands = (SciWorldGoldCommand(), TextWorldGamesCommand(), VerlDatasetCommand())
 
 
 class WebArenaTasksCommand(Command):
