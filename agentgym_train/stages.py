@@ -171,6 +171,7 @@ def evaluate_stage(
         temperature=pipeline.eval_temperature,
         env_kwargs=args.env_kwargs or {},
         action_format=getattr(args, "action_format", None),
+        context=getattr(args, "context", None),  # evaluated with the context it trains with
         seed=args.seed,
         **options,
     )

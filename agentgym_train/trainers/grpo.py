@@ -27,6 +27,7 @@ from agentgym_train import truncation as trunc
 from agentgym_train.rollout import Episode, RolloutEngine, Task, TurnGenerator, make_generator
 from agentgym_train.scheduler import MaxTurnScheduler
 from agentgym_train.tiny import keep_master_weights
+from agentgym_train.trainers import turn_samples as turns
 from agentgym_train.trainers.grpo_config import MultiTurnGRPOConfig
 
 
@@ -151,6 +152,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         self._rollout_rows: list[dict[str, Any]] = []
         self.last_episodes: list[Episode] = []
         self.rollout_batches = 0  # training rollouts generated so far: the max-turn schedule's clock
+        self._defer_logps = False  # sample_unit='turn': TRL's passes over the episodes are made on the turns
         self.rewards: torch.Tensor | None = None  # the last rollout's rewards, all processes (see _calculate_rewards)
         self._scored: torch.Tensor | None = None  # rewards per function that dynamic sampling computed already
         with warnings.catch_warnings():
@@ -185,6 +187,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             record_states=adv.get_estimator(args.advantage_estimator).record_states,
             rollout_mode=args.rollout_mode,
             action_format=args.action_format,
+            context=args.context,
         )
         if args.overlong_buffer_len > 0:  # one more reward function, as TRL adds an environment's get_reward
             self.reward_funcs.append(trunc.overlong_penalty)
@@ -226,18 +229,24 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             inputs = self.async_generation.local_rows(self.rollout_batches)
         # TRL hands `rollout_func` only the prompts; the rows (which name the tasks) are kept here.
         self._rollout_rows = inputs
-        if training:  # one call per rollout batch, however many optimiser steps the batch then feeds
-            for scheduler in self._schedulers():
-                scheduler.before_rollout(self.rollout_batches)
-            output = super()._generate_and_score_completions(inputs)
-        else:  # evaluation: a fixed horizon, not the schedule's current stage
-            fixed = self.args.eval_max_turns if self.args.eval_max_turns is not None else self.args.max_turns
-            stage_turns, self.engine.max_turns = self.engine.max_turns, fixed
-            try:
+        per_turn = self.args.sample_unit == "turn"
+        self._defer_logps = per_turn
+        try:
+            if training:  # one call per rollout batch, however many optimiser steps the batch then feeds
+                for scheduler in self._schedulers():
+                    scheduler.before_rollout(self.rollout_batches)
                 output = super()._generate_and_score_completions(inputs)
-            finally:
-                self.engine.max_turns = stage_turns
-        self._log_importance_sampling(output)
+            else:  # evaluation: a fixed horizon, not the schedule's current stage
+                fixed = self.args.eval_max_turns if self.args.eval_max_turns is not None else self.args.max_turns
+                stage_turns, self.engine.max_turns = self.engine.max_turns, fixed
+                try:
+                    output = super()._generate_and_score_completions(inputs)
+                finally:
+                    self.engine.max_turns = stage_turns
+        finally:
+            self._defer_logps = False
+        samples = turns.TurnSamples(self, output) if per_turn else None
+        self._log_importance_sampling(samples.samples if per_turn else output)
         if training:
             self.rollout_batches += 1
             for scheduler in self._schedulers():
@@ -248,7 +257,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         output["advantages"] = estimator.fn(self._estimator_input(output, len(inputs))).to(output["advantages"])
         if training and self.async_generation is not None:
             self.async_generation.correct(output)
-        return output
+        return samples.batch(output) if per_turn else output
 
     def _estimator_input(self, output: dict[str, Any], n: int) -> adv.EstimatorInput:
         """What the registered estimator sees of this scored batch (`advantages.EstimatorInput`)."""
@@ -329,6 +338,12 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                 self.model, ids, attention, output["completion_ids"].size(1), batch_size=batch
             )
         return logps
+
+    def _get_per_token_logps_and_entropies(self, model: Any, input_ids: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if self._defer_logps:  # sample_unit='turn': made on the turn samples (`turn_samples.TurnSamples`)
+            logits_to_keep = args[1] if len(args) > 1 else kwargs["logits_to_keep"]
+            return input_ids.new_zeros((input_ids.size(0), logits_to_keep), dtype=torch.float32), None, None
+        return super()._get_per_token_logps_and_entropies(model, input_ids, *args, **kwargs)
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         if not adv.get_estimator(self.args.advantage_estimator).kl_in_reward:

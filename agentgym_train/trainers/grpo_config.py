@@ -65,6 +65,30 @@ class MultiTurnGRPOConfig(GRPOConfig):
             "this process only). Evaluation during training uses the same format."
         },
     )
+    context: str | None = field(
+        default=None,
+        metadata={
+            "help": "What each reply is sampled from (agentgym_wrappers.get_context): None or 'full' (the episode's "
+            "whole chat), 'window:k' (system prompt, task, last k turns) or 'summary:k' (the window plus the "
+            "scenario's compact state); a managed context needs sample_unit='turn'. Evaluation and endpoints take "
+            "the same --context."
+        },
+    )
+    sample_unit: str = field(
+        default="episode",
+        metadata={
+            "help": "What one training sample is: 'episode' (the episode's one sequence) or 'turn' (each reply with "
+            "the context it was sampled from; its episode's advantage, or its own slice of a per-token one). See "
+            "agentgym_train.trainers.turn_samples."
+        },
+    )
+    turn_weighting: str = field(
+        default="episode",
+        metadata={
+            "help": "sample_unit='turn': 'episode' (each episode weighs the same in all, its turns sharing it) or "
+            "'turn' (each turn sample weighs 1, as verl-agent and SkyRL's step-wise training)."
+        },
+    )
     env_backend: str = field(
         default="threads",
         metadata={
@@ -269,9 +293,10 @@ class MultiTurnGRPOConfig(GRPOConfig):
         if self.bf16 is None and not torch.cuda.is_available():
             self.bf16 = False  # TRL defaults to bf16, which transformers refuses on a CPU-only machine
         super().__post_init__()
-        from agentgym_train.trainers import async_grpo
+        from agentgym_train.trainers import async_grpo, turn_samples
 
         async_grpo.check_settings(self)
+        turn_samples.check_settings(self)
 
     def _check_gigpo(self, estimator: adv.Estimator) -> None:
         if self.gigpo_norm not in adv.GIGPO_NORMS:

@@ -74,13 +74,28 @@ class MultiTurnPPOConfig(MultiTurnGRPOConfig):
     def __post_init__(self) -> None:
         if self.critic not in CRITIC_KINDS:
             raise ValueError(f"critic must be one of {CRITIC_KINDS}, got {self.critic!r}")
-        if self.dynamic_sampling:  # a flat group still moves GAE's advantages (the critic's values differ)
-            raise ValueError(
-                "dynamic_sampling drops groups whose episodes all score alike, which carry no signal only under a "
-                "group-relative estimator; PPO's GAE advantages are not group-relative: use MultiTurnGRPOTrainer "
-                "for dynamic sampling, or dynamic_sampling=False"
-            )
         super().__post_init__()
+
+
+def check_settings(args: MultiTurnPPOConfig) -> None:
+    """Refuse what PPO cannot do, naming what would. Checked by the trainer, not the config: the pipeline parses
+    every run's settings as a `MultiTurnPPOConfig`, GRPO runs included."""
+    if args.advantage_estimator != "grpo":  # GAE replaces the advantages; another estimator would run for nothing
+        raise ValueError(
+            "MultiTurnPPOTrainer computes its advantages with GAE: leave advantage_estimator at 'grpo' "
+            f"(the default), got {args.advantage_estimator!r}"
+        )
+    if args.dynamic_sampling:  # a flat group still moves GAE's advantages (the critic's values differ)
+        raise ValueError(
+            "dynamic_sampling drops groups whose episodes all score alike, which carry no signal only under a "
+            "group-relative estimator; PPO's GAE advantages are not group-relative: use MultiTurnGRPOTrainer "
+            "for dynamic sampling, or dynamic_sampling=False"
+        )
+    if args.sample_unit != "episode":  # the critic values the episode's sequence, token by token
+        raise ValueError(
+            f"sample_unit={args.sample_unit!r}: PPO's critic fits and values each episode's one sequence; use "
+            "MultiTurnGRPOTrainer for turn samples, or sample_unit='episode'"
+        )
 
 
 class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
@@ -99,11 +114,7 @@ class MultiTurnPPOTrainer(MultiTurnGRPOTrainer):
         args = args or MultiTurnPPOConfig(output_dir="agentgym-ppo")
         if not isinstance(args, MultiTurnPPOConfig):
             raise TypeError(f"args must be a MultiTurnPPOConfig, got {type(args).__name__}")
-        if args.advantage_estimator != "grpo":  # GAE replaces the advantages; another estimator would run for nothing
-            raise ValueError(
-                "MultiTurnPPOTrainer computes its advantages with GAE: leave advantage_estimator at 'grpo' "
-                f"(the default), got {args.advantage_estimator!r}"
-            )
+        check_settings(args)
         super().__init__(model, args, **kwargs)
         policy = self.accelerator.unwrap_model(self.model)
         dtype = next(policy.parameters()).dtype  # the training dtype the policy was loaded in

@@ -172,10 +172,20 @@ def test_ppo_refuses_another_advantage_estimator(toy_model: Path, tmp_path: Path
         MultiTurnPPOTrainer(model, args, processing_class=tokenizer)
 
 
-def test_ppo_refuses_dynamic_sampling(tmp_path: Path) -> None:
-    """A flat group carries no signal only under a group-relative estimator; GAE's advantages still move."""
-    with pytest.raises(ValueError, match="not group-relative"):
-        MultiTurnPPOConfig(output_dir=str(tmp_path), env_id=toy_env.ENV_ID, dynamic_sampling=True)
+def test_ppo_refuses_dynamic_sampling_and_turn_samples(tmp_path: Path) -> None:
+    """A flat group carries no signal only under a group-relative estimator, GAE's advantages still move; the
+    critic values episodes. The trainer refuses them; the config takes them, since the pipeline parses GRPO
+    runs' settings as a `MultiTurnPPOConfig` too."""
+    from agentgym_train.pipeline import load_configs
+    from agentgym_train.trainers.ppo import check_settings
+
+    for setting, why in (({"dynamic_sampling": True}, "not group-relative"), ({"sample_unit": "turn"}, "critic")):
+        args = MultiTurnPPOConfig(output_dir=str(tmp_path), env_id=toy_env.ENV_ID, **setting)
+        with pytest.raises(ValueError, match=why):
+            check_settings(args)
+    demo = Path(__file__).parents[2] / "agentgym_train" / "configs" / "babyai_demo.yaml"
+    _, grpo = load_configs(demo, ["--dynamic_sampling", "true", "--sample_unit", "turn", "--context", "window:2"])
+    assert grpo.dynamic_sampling and grpo.sample_unit == "turn" and grpo.context == "window:2"
 
 
 def test_a_full_critic_is_prepared_as_the_policy(toy_model: Path, tmp_path: Path) -> None:
