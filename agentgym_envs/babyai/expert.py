@@ -1,14 +1,21 @@
-"""The BabyAI expert: minigrid's `BabyAIBot`, with its actions written as our action text."""
+"""The BabyAI expert: minigrid's `BabyAIBot`, with its actions written as our action text.
+
+The expert reads its env through `BabyAIState` (what `BabyAIEnv` shows of an episode); the env makes it
+in `make_expert`, so the import runs one way: env -> expert.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from minigrid.core.actions import Actions
 from minigrid.utils.baby_ai_bot import BabyAIBot
 
 if TYPE_CHECKING:
-    from agentgym_envs.babyai.env import BabyAIEnv
+    import numpy as np
+    from minigrid.minigrid_env import MiniGridEnv
+
+    from agentgym_envs.babyai.view import KnownObject
 
 ACTION_TEXT = {
     Actions.left: "turn left",
@@ -24,6 +31,18 @@ ACTION_TEXT = {
 MAX_SUBGOALS_PER_ACTION = 500
 #: Fresh plans the expert tries after the bot's plan went round in a circle.
 MAX_DETOURS = 8
+
+
+class BabyAIState(Protocol):
+    """What the expert reads of a BabyAI episode (`BabyAIEnv` has it)."""
+
+    @property
+    def minigrid_env(self) -> MiniGridEnv | None: ...
+
+    @property
+    def seen_cells(self) -> np.ndarray: ...
+
+    def known_objects(self) -> list[KnownObject]: ...
 
 
 class ExpertStuckError(RuntimeError):
@@ -49,7 +68,7 @@ class BabyAIExpert:
     `PutNext*Carrying` levels (`levels.BOT_UNSUPPORTED`).
     """
 
-    def __init__(self, env: BabyAIEnv):
+    def __init__(self, env: BabyAIState):
         self._env = env
         self._bot = self._new_bot()
         self._detours = 0

@@ -1,14 +1,30 @@
-"""The TextCraft expert: a planner over the recipe tree that gets base items and crafts bottom-up."""
+"""The TextCraft expert: a planner over the recipe tree that gets base items and crafts bottom-up.
+
+The expert reads its env through `TextCraftState` (what `TextCraftEnv` shows of an episode); the env
+makes it in `make_expert`, so the import runs one way: env -> expert.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentgym_envs.textcraft.names import display_name
 from agentgym_envs.textcraft.recipes import Recipe, RecipeBook
 
-if TYPE_CHECKING:
-    from agentgym_envs.textcraft.env import TextCraftEnv
+
+class TextCraftState(Protocol):
+    """What the expert reads of a TextCraft episode (`TextCraftEnv` has it)."""
+
+    book: RecipeBook
+
+    @property
+    def goal(self) -> str: ...
+
+    @property
+    def inventory(self) -> dict[str, int]: ...
+
+    @property
+    def needed_recipes(self) -> dict[str, Recipe]: ...
 
 
 def plan_actions(
@@ -57,7 +73,7 @@ class TextCraftExpert:
     first action.
     """
 
-    def __init__(self, env: TextCraftEnv):
+    def __init__(self, env: TextCraftState):
         self._env = env
 
     def act(self, observation: str, info: dict[str, Any]) -> str:

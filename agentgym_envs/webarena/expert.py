@@ -1,11 +1,24 @@
-"""The WebArena expert: follows the scripted plan of a bundled task, finding each element by role and name."""
+"""The WebArena expert: follows the scripted plan of a bundled task, finding each element by role and name.
+
+The expert reads its env through `WebArenaState` (what `WebArenaEnv` shows of an episode); the env
+makes it in `make_expert`, so the import runs one way: env -> expert.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from agentgym_envs.webarena.env import WebArenaEnv
+    from agentgym_envs.webarena.tasks.catalog import Task
+
+
+class WebArenaState(Protocol):
+    """What the expert reads of a WebArena episode (`WebArenaEnv` has it)."""
+
+    @property
+    def current_task(self) -> Task | None: ...
+
+    def find_element(self, role: str, name: str, nth: int = 0) -> int | None: ...
 
 
 class ExpertStuckError(RuntimeError):
@@ -22,7 +35,7 @@ class WebArenaExpert:
     from the page the agent sees at that moment. A user's WebArena configs have no plans.
     """
 
-    def __init__(self, env: WebArenaEnv):
+    def __init__(self, env: WebArenaState):
         task = env.current_task
         if task is None or not task.expert_plan:
             raise NotImplementedError(
