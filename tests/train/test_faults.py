@@ -3,9 +3,7 @@ and a training step with a failing env."""
 
 from __future__ import annotations
 
-import re
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +12,7 @@ from pathlib import Path
 import faulty_env
 import pytest
 from faulty_env import ENV_ID, FaultyEnv
+from server_process import serving
 from train_helpers import grpo_args
 
 from agentgym_train.rollout import EnvTimeoutError, RolloutEngine, Task, run_calls
@@ -129,18 +128,8 @@ def test_run_calls_keeps_order_bounds_concurrency_and_times_out_hung_calls() -> 
 @pytest.fixture()
 def served_babyai() -> Iterator[subprocess.Popen]:
     """`agentgym serve AgentGym/BabyAI-v0` in a subprocess of its own (so that it can be killed)."""
-    command = [sys.executable, "-m", "agentgym_train.cli", "serve", "AgentGym/BabyAI-v0", "--port", "0"]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        match = re.search(r"http://127\.0\.0\.1:\d+", line)
-        assert match, f"the server did not start: {line!r}"
-        server.base_url = match.group(0)  # type: ignore[attr-defined]
+    with serving("AgentGym/BabyAI-v0", kill=True) as server:
         yield server
-    finally:
-        server.kill()
-        server.wait(timeout=30)
 
 
 def test_a_remote_env_whose_server_is_killed_mid_rollout_fails_its_episodes_only(

@@ -11,10 +11,8 @@ import contextlib
 import http.client
 import json
 import os
-import re
 import resource
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -26,6 +24,7 @@ import pytest
 from envs.remote.probes import HANG, HangProbe
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from server_process import serving
 
 from agentgym_envs.connections import BUSY, IDLE, READING, ConnectionLimit, default_max_connections
 from agentgym_envs.remote.client.transport import HTTPTransport
@@ -48,20 +47,8 @@ def limited_server(*args: str) -> Iterator[tuple[int, int]]:
         "sys.argv = ['agentgym', *sys.argv[1:]]; runpy.run_module('agentgym_train.cli', run_name='__main__')"
     )
     command = [sys.executable, "-c", start, "serve", BABYAI, "--port", "0", *args]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-        assert match, f"the server did not start: {line!r}"
-        yield int(match.group(1)), server.pid
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    with serving(command=command) as server:
+        yield server.port, server.pid
 
 
 def _half_sent(port: int, source: str, count: int) -> list[socket.socket]:

@@ -4,9 +4,6 @@ abandoned sessions reaped with their memory."""
 from __future__ import annotations
 
 import contextlib
-import re
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +12,7 @@ import gymnasium as gym
 import httpx
 import numpy as np
 import pytest
+from server_process import serving
 
 import agentgym_envs  # noqa: F401
 from agentgym_envs.remote import RemoteEnv
@@ -26,17 +24,8 @@ BABYAI = "AgentGym/BabyAI-v0"
 @contextlib.contextmanager
 def served(*args: str) -> Iterator[str]:
     """`agentgym serve ARGS --port 0` in a subprocess; yields its base URL, stops it gracefully after."""
-    command = [sys.executable, "-m", "agentgym_train.cli", "serve", *args, "--port", "0"]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        match = re.search(r"http://127\.0\.0\.1:\d+", line)
-        assert match, f"the server did not start: {line!r}"
-        yield match.group(0)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with serving(*args) as server:
+        yield server.base_url
 
 
 def test_serve_refuses_unknown_and_client_ids(capsys) -> None:
