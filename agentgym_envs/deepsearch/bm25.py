@@ -19,7 +19,7 @@ from bm25s.stopwords import STOPWORDS_EN
 
 from agentgym_envs.deepsearch.cache import build_once
 from agentgym_envs.deepsearch.data import DocStore, shared
-from agentgym_envs.deepsearch.retrieval import Passage, Retriever
+from agentgym_envs.deepsearch.passages import Passage, Retriever
 
 #: Bump when tokenisation or index parameters change: cached indexes are keyed by it.
 BM25_VERSION = 1

@@ -19,7 +19,7 @@ import numpy as np
 
 from agentgym_envs.deepsearch.cache import build_once
 from agentgym_envs.deepsearch.data import DocStore, shared
-from agentgym_envs.deepsearch.retrieval import Passage, Retriever
+from agentgym_envs.deepsearch.passages import Passage, Retriever
 
 
 def load_model(model_path: str | os.PathLike[str], device: str | None = None) -> Any:

@@ -12,7 +12,8 @@ from agentgym_envs.clientargs import IntRange, OneOf, check_int
 from agentgym_envs.core import TextEnv
 from agentgym_envs.deepsearch import data as D
 from agentgym_envs.deepsearch import tools as deepsearch_tools
-from agentgym_envs.deepsearch.retrieval import PASSAGE_FORMATS, Retriever, format_information, open_local_retriever
+from agentgym_envs.deepsearch.passages import PASSAGE_FORMATS, Retriever, format_information
+from agentgym_envs.deepsearch.retrieval import open_local_retriever
 from agentgym_envs.deepsearch.scoring import score_answer
 from agentgym_envs.deepsearch.synthetic import BLOCK_DOCS, Question
 
@@ -182,7 +183,7 @@ class DeepSearchEnv(TextEnv):
             wrong_answer: "end" (an answer ends the episode) or "retry" (AgentGym's "try again").
             max_query_chars: Longest valid search query.
             passage_format: "compact" (one bounded line per passage) or "search-r1" (exactly Search-R1's
-                text, for models trained with it); see `agentgym_envs.deepsearch.retrieval`.
+                text, for models trained with it); see `agentgym_envs.deepsearch.passages`.
             cache_dir: Where corpora and indexes are cached (default: see `data.cache_root`).
             render_mode: None or "ansi".
         """

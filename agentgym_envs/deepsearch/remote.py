@@ -14,7 +14,7 @@ import hashlib
 from typing import Any
 
 from agentgym_envs.deepsearch.data import contents_of
-from agentgym_envs.deepsearch.retrieval import Passage, Retriever
+from agentgym_envs.deepsearch.passages import Passage, Retriever
 
 #: Queries per request: what any Search-R1 server answers in one go (ours takes far more).
 MAX_QUERIES_PER_REQUEST = 1024

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from agentgym_envs.deepsearch.retrieval import Retriever
+from agentgym_envs.deepsearch.passages import Retriever
 
 #: Most passages per query a reply holds unless the server is made with another cap; a request's
 #: larger `topk` is answered with this many (Search-R1's clients may send any topk; its server takes it).
