@@ -3,7 +3,10 @@
 A line holds the conversation in the chat format TRL's trainers read (`messages`: system, user,
 assistant, ... ending on the last reply; the observation that answered it is `final_observation`),
 and what happened: `env_id`, `task_id`, `split`, `sample` (which of a task's k episodes), `seed`,
-`category`, `return`, `success`, `turns`, `truncated`, `invalid_replies`, `policy`.
+`category`, `return`, `success`, `turns`, `truncated`, `invalid_replies`, `policy`, `action_format`
+(None: the scenario's own replies; "tools": native tool calls, and then `tools`, the schemas the chat
+renders with). An episode of tool calls keeps the assistants' `tool_calls` and the env's `tool`
+messages, as chat templates and TRL's SFT datasets take them, so it replays as a demonstration.
 
 Policies: a model (token path of the rollout engine, episodes batched), an OpenAI-compatible
 endpoint, the scenario's scripted `expert`, or `random` (the last three on worker threads, one env
@@ -26,7 +29,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentgym_wrappers import ContextPolicy, MultiTurnWrapper, action_reply, get_context
+from agentgym_wrappers import ContextPolicy, MultiTurnWrapper, action_reply, get_context, tool_call_reply
 
 #: (task_id, sample): one episode of a collection.
 Job = tuple[str, int]
@@ -44,12 +47,14 @@ def episode_record(
     stats: dict[str, Any],
     category: Any,
     policy: str,
+    tools: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """One JSONL line: the chat up to the last reply, the final observation apart, and the outcome."""
+    """One JSONL line: the chat up to the last reply, the final observation apart, and the outcome
+    (`tools`: the schemas of an episode played through native tool calls)."""
     messages = [dict(m) for m in transcript]
-    answered = len(messages) >= 2 and messages[-1]["role"] == "user" and messages[-2]["role"] == "assistant"
+    answered = len(messages) >= 2 and messages[-1]["role"] in ("user", "tool") and messages[-2]["role"] == "assistant"
     final = messages.pop()["content"] if answered else None
-    return {
+    record = {
         "env_id": env_id,
         "task_id": str(job[0]),
         "split": split,
@@ -64,7 +69,11 @@ def episode_record(
         "invalid_replies": int(stats.get("invalid_replies", 0)),
         "messages": messages,
         "final_observation": final,
+        "action_format": "tools" if tools else None,
     }
+    if tools:
+        record["tools"] = tools
+    return record
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
@@ -139,13 +148,25 @@ class _Writer:
         self.handle.close()
 
 
+def policy_reply(action: str, env: MultiTurnWrapper) -> str:
+    """An action as the reply `env`'s parser reads back: the scenario's own format, or, where the env plays
+    through tool calls, the call of the tool that makes it (Hermes syntax; the wrapper records it as the
+    assistant's `tool_calls`). An action no tool makes stays plain text, a reply without a call."""
+    if env.uses_tools:
+        try:
+            return tool_call_reply(action, env.unwrapped.tools())
+        except ValueError:
+            return action
+    return action_reply(action, env.unwrapped.action_format)
+
+
 def expert_actor(env: MultiTurnWrapper, rng: random.Random) -> Callable[[str, dict[str, Any]], str]:
-    """The scenario's scripted expert; its action becomes a reply the scenario's parser reads back."""
+    """The scenario's scripted expert; its action becomes a reply the env's parser reads back (a tool call
+    where the env plays through tools)."""
     expert = env.unwrapped.make_expert()
-    action_format = env.unwrapped.action_format
 
     def act(observation: str, info: dict[str, Any]) -> str:
-        return action_reply(expert.act(observation, info), action_format)
+        return policy_reply(expert.act(observation, info), env)
 
     return act
 
@@ -154,20 +175,25 @@ def random_actor(actions: Sequence[str] | None = None) -> Actor:
     """Uniform choices from `actions` (default: the env's `available_actions`), seeded per episode."""
 
     def start(env: MultiTurnWrapper, rng: random.Random) -> Callable[[str, dict[str, Any]], str]:
-        action_format = env.unwrapped.action_format
-
         def act(observation: str, info: dict[str, Any]) -> str:
-            choice = rng.choice(list(actions or info.get("available_actions") or ["?"]))
-            return action_reply(choice, action_format)
+            return policy_reply(rng.choice(list(actions or info.get("available_actions") or ["?"])), env)
 
         return act
 
     return start
 
 
-def endpoint_actor(endpoint: Callable[[list[dict[str, str]]], str]) -> Actor:
-    """An OpenAI-compatible endpoint (`ChatEndpoint`): each turn it gets the whole conversation."""
-    return lambda env, rng: lambda observation, info: endpoint(env.messages)
+def endpoint_actor(endpoint: Callable[..., str]) -> Actor:
+    """An OpenAI-compatible endpoint (`ChatEndpoint`): each turn it gets the conversation (the context
+    policy's view); where the env plays through tool calls, also the tools (`endpoint(messages,
+    tools=...)`), and the reply's calls are the move."""
+
+    def start(env: MultiTurnWrapper, rng: random.Random) -> Callable[[str, dict[str, Any]], str]:
+        if env.uses_tools:
+            return lambda observation, info: endpoint(env.messages, tools=env.tools)
+        return lambda observation, info: endpoint(env.messages)
+
+    return start
 
 
 @dataclass
@@ -211,6 +237,7 @@ def collect(
     policy_name: str = "policy",
     progress: bool = True,
     context: str | ContextPolicy | None = None,
+    action_format: str | None = None,
 ) -> CollectResult:
     """Play `episodes_per_task` episodes of each task of `split` (the first `num_tasks`, or `task_ids`) and
     append one line per episode to `out`, skipping (task, sample) pairs already there.
@@ -223,12 +250,18 @@ def collect(
         context: What an endpoint actor is sent of each episode (`agentgym_wrappers.get_context`: None or
             "full", "window:k", "summary:k", or a `ContextPolicy`); a `ModelPolicy` takes its own. The
             records keep every message either way.
+        action_format: How a threaded actor's env reads replies: None (the scenario's own format) or
+            "tools" (native tool calls: the expert's and random actions become tool calls, an endpoint is
+            sent the tools); a `ModelPolicy` takes its own.
     """
     policy = get_context(context)
-    if isinstance(actor, ModelPolicy) and context is not None:
+    if isinstance(actor, ModelPolicy) and (context is not None or action_format is not None):
         raise ValueError(
-            "a ModelPolicy takes its context itself (ModelPolicy(..., context=...)), not collect(context=)"
+            "a ModelPolicy takes its context and action format itself (ModelPolicy(..., context=..., "
+            "action_format=...)), not collect(context=, action_format=)"
         )
+    if action_format not in (None, "tools"):
+        raise ValueError(f"action_format must be None (each scenario's) or 'tools', got {action_format!r}")
     import agentgym_envs  # noqa: F401
 
     if env_id not in gym.registry:
@@ -253,7 +286,7 @@ def collect(
                 actor.play(env_id, split, jobs, seed, max_turns, env_kwargs, write, policy_name)
             else:
                 args = (env_id, split, jobs, seed, max_turns, env_kwargs, workers, write, policy_name, policy)
-                _play_threads(actor, *args)
+                _play_threads(actor, *args, action_format=action_format)
     finally:
         writer.close()
     return CollectResult(path, writer.count, len(done), successes / max(1, writer.count))
@@ -271,6 +304,7 @@ def _play_threads(
     write: Callable[[dict[str, Any]], None],
     policy_name: str,
     context: ContextPolicy,
+    action_format: str | None = None,
 ) -> None:
     local = threading.local()
     envs: list[MultiTurnWrapper] = []
@@ -278,7 +312,9 @@ def _play_threads(
 
     def play(job: Job) -> None:
         if not hasattr(local, "env"):
-            local.env = MultiTurnWrapper(gym.make(env_id, **(env_kwargs or {})), max_turns=max_turns, context=context)
+            local.env = MultiTurnWrapper(
+                gym.make(env_id, **(env_kwargs or {})), max_turns=max_turns, context=context, parser=action_format
+            )
             with lock:
                 envs.append(local.env)
         env = local.env
@@ -300,7 +336,10 @@ def _play_threads(
             if terminated or truncated:
                 stats = info["episode"]
                 break
-        write(episode_record(env_id, split, job, seed + job[1], env.transcript, stats, category, policy_name))
+        record = episode_record(
+            env_id, split, job, seed + job[1], env.transcript, stats, category, policy_name, tools=env.tools
+        )
+        write(record)
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -309,6 +348,17 @@ def _play_threads(
     finally:
         for env in envs:
             env.close()
+
+
+def tools_of(env_id: str, env_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The tool schemas an episode of `env_id` played through tool calls renders with."""
+    import agentgym_envs  # noqa: F401
+
+    env = MultiTurnWrapper(gym.make(env_id, **(env_kwargs or {})), parser="tools")
+    try:
+        return env.tools
+    finally:
+        env.close()
 
 
 class ModelPolicy:
@@ -322,6 +372,8 @@ class ModelPolicy:
         batch_size: Episodes generated together.
         context: What each turn's prompt holds (`RolloutEngine`'s `context`: None or "full", "window:k",
             "summary:k", a `ContextPolicy`); the records keep every message.
+        action_format: None (each scenario's own) or "tools" (native tool calls, `RolloutEngine`'s); the
+            records then keep the `tool_calls`, the `tool` answers and the tools.
     """
 
     def __init__(
@@ -336,8 +388,10 @@ class ModelPolicy:
         chat_template_kwargs: dict[str, Any] | None = None,
         env_pool: Any | None = None,
         context: str | ContextPolicy | None = None,
+        action_format: str | None = None,
     ) -> None:
         self.model, self.tokenizer = model, tokenizer
+        self.action_format = action_format
         self.env_pool = env_pool  # None: envs in this process; an agentgym_envs.cluster.RayEnvPool: on Ray
         self.max_turn_tokens, self.max_completion_length = max_turn_tokens, max_completion_length
         self.temperature, self.batch_size = temperature, batch_size
@@ -362,6 +416,7 @@ class ModelPolicy:
 
         from agentgym_train.rollout import RolloutEngine, Task, make_generator
 
+        tools = tools_of(env_id, env_kwargs) if self.action_format == "tools" else None
         engine = RolloutEngine(
             self.tokenizer,
             max_turns=max_turns,
@@ -371,6 +426,7 @@ class ModelPolicy:
             chat_template_kwargs=self.chat_template_kwargs,
             env_pool=self.env_pool,
             context=self.context,
+            action_format=self.action_format,
         )
         generate = make_generator(
             self.model, self.tokenizer.pad_token_id, engine.eos_token_ids, temperature=self.temperature
@@ -389,7 +445,15 @@ class ModelPolicy:
                     if write is not None:
                         stats = {**episode.stats, "success": episode.success, "return": episode.episode_return}
                         record = episode_record(
-                            env_id, split, job, seed + job[1], episode.messages, stats, episode.category, policy_name
+                            env_id,
+                            split,
+                            job,
+                            seed + job[1],
+                            episode.messages,
+                            stats,
+                            episode.category,
+                            policy_name,
+                            tools=tools,
                         )
                         write(record)
         finally:

@@ -274,7 +274,7 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     from agentgym_train.scheduler import MaxTurnScheduler
     from agentgym_train.stages import build_policy, evaluate_stage, rl_stage, sft_stage
     from agentgym_train.tiny import count_parameters, load_model, training_dtype
-    from agentgym_train.trainers.sft import collected_chats, expert_chats
+    from agentgym_train.trainers.sft import collected_chats, demo_format, env_tools, expert_chats
 
     started = time.perf_counter()
     if pipeline.torch_threads:
@@ -298,7 +298,8 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     print(f"model: {model_path} ({results['parameters'] / 1e6:.2f}M parameters)", flush=True)
     stage("model", t0)
 
-    # 2. SFT warm start on expert episodes
+    # 2. SFT warm start on expert episodes (tool calls under action_format: tools)
+    action_format = getattr(args, "action_format", None)
     if pipeline.sft_steps > 0:
         t0 = time.perf_counter()
         if pipeline.sft_data:
@@ -306,9 +307,20 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
             source = f"collected episodes ({pipeline.sft_data})"
         else:
             chats = expert_chats(
-                args.env_id, pipeline.sft_episodes, max_turns=horizon, env_kwargs=env_kwargs, seed=args.seed
+                args.env_id,
+                pipeline.sft_episodes,
+                max_turns=horizon,
+                env_kwargs=env_kwargs,
+                seed=args.seed,
+                action_format=action_format,  # tool calls where RL acts through tools
             )
             source = "expert episodes"
+        if chats and demo_format(chats) != action_format:
+            raise ValueError(
+                f"the SFT demonstrations ({source}) are {demo_format(chats) or 'text'} episodes but the run "
+                f"acts with action_format {action_format or 'text'}; collect them with the run's format "
+                "(agentgym collect ... --action-format tools)"
+            )
         print(f"SFT on {len(chats)} {source}, {pipeline.sft_steps} steps", flush=True)
         sft = sft_stage(
             model,
@@ -318,6 +330,7 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
             out / "sft",
             args.seed,
             callbacks=[] if args.disable_tqdm else [PhaseProgress("SFT", SFT_POSTFIX)],
+            tools=env_tools(args.env_id, env_kwargs) if action_format == "tools" else None,
             # RL's precision: the process has one accelerator state, which refuses a second mixed precision
             bf16=bool(args.bf16),
             fp16=bool(args.fp16),

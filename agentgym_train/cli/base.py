@@ -88,6 +88,13 @@ CONTEXT_HELP = (
 )
 
 
+ACTION_FORMAT_HELP = (
+    "how the model acts: the scenario's own reply format (default), or 'tools': native tool calls, the env's "
+    "tools rendered by the chat template (an endpoint is sent them as tools=) and each call answered as a tool "
+    "turn; use the format the model was trained with"
+)
+
+
 def context_spec(text: str) -> str:
     """An argparse type: a context spec that `agentgym_wrappers.get_context` reads, normalised."""
     from agentgym_wrappers.context import get_context

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from agentgym_train import collect
-from agentgym_train.cli.base import CONTEXT_HELP, Command, context_spec
+from agentgym_train.cli.base import ACTION_FORMAT_HELP, CONTEXT_HELP, Command, context_spec
 from agentgym_train.cli.cluster import add_ray_arguments, ray_pool, ray_resource_without_ray
 
 
@@ -44,6 +44,13 @@ class CollectCommand(Command):
         p.add_argument("--workers", type=int, default=8, help="episodes played at once by expert, random or endpoint")
         p.add_argument("--seed", type=int, default=0, help="episode k of a task resets with seed + k")
         p.add_argument("--context", type=context_spec, default=None, help=CONTEXT_HELP)
+        p.add_argument(
+            "--action-format",
+            choices=["tools"],
+            default=None,
+            help=ACTION_FORMAT_HELP + "; with expert or random, their actions are written as tool calls "
+            "(SFT demonstrations for action_format: tools)",
+        )
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         add_ray_arguments(p)
 
@@ -60,6 +67,9 @@ class CollectCommand(Command):
                 f"agentgym collect: --context shapes a model's prompt; {name} reads only the observation",
                 file=sys.stderr,
             )
+            return 2
+        if args.action_format is not None and args.ray:
+            print("agentgym collect: --action-format tools plays envs in this process; drop --ray", file=sys.stderr)
             return 2
         if args.base_url:
             from agentgym_train.evaluation.endpoint import ChatEndpoint
@@ -84,6 +94,7 @@ class CollectCommand(Command):
                 batch_size=args.batch_size,
                 env_pool=ray_pool(args.ray, args.ray_resource),
                 context=args.context,
+                action_format=args.action_format,
             )
         try:
             result = collect.collect(
@@ -100,6 +111,7 @@ class CollectCommand(Command):
                 policy_name=name,
                 progress=not args.no_progress,
                 context=args.context if args.base_url else None,
+                action_format=None if isinstance(actor, collect.ModelPolicy) else args.action_format,
             )
         except ValueError as error:  # an unknown env id, a file of another env, a broken line
             print(f"agentgym collect: {error}", file=sys.stderr)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentgym_train.cli.base import CONTEXT_HELP, Command, context_spec
+from agentgym_train.cli.base import ACTION_FORMAT_HELP, CONTEXT_HELP, Command, context_spec
 from agentgym_train.cli.cluster import add_ray_arguments, ray_pool, ray_resource_without_ray
 from agentgym_train.evaluation import report
 
@@ -63,12 +63,28 @@ def _policy(args: argparse.Namespace) -> Callable[[int | None], Any] | int:
             file=sys.stderr,
         )
         return 2
+    if args.action_format is not None and not args.base_url and args.model in ("random", "expert"):
+        print(
+            f"agentgym eval: --action-format shapes a model's replies; {args.model} plays the scenario's actions "
+            "(agentgym collect expert --action-format tools writes them as tool calls)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.action_format is not None and args.ray:
+        print("agentgym eval: --action-format tools plays envs in this process; drop --ray", file=sys.stderr)
+        return 2
     if args.base_url:
         from agentgym_train.evaluation.endpoint import ChatEndpoint, evaluate_endpoint
 
         endpoint = ChatEndpoint(args.base_url, args.model, args.api_key, args.temperature, args.max_tokens)
         return lambda turns: evaluate_endpoint(
-            endpoint, args.env_id, workers=args.workers, max_turns=turns, context=args.context, **common
+            endpoint,
+            args.env_id,
+            workers=args.workers,
+            max_turns=turns,
+            context=args.context,
+            action_format=args.action_format,
+            **common,
         )
     if args.model == "random":
         from agentgym_train.evaluation.evaluate import evaluate_random
@@ -94,6 +110,7 @@ def _policy(args: argparse.Namespace) -> Callable[[int | None], Any] | int:
         temperature=args.temperature,
         env_pool=env_pool,
         context=args.context,
+        action_format=args.action_format,
         **common,
     )
 
@@ -157,6 +174,7 @@ class EvalCommand(Command):
         p.add_argument("--workers", type=int, default=8, help="episodes played at once against --base-url")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--context", type=context_spec, default=None, help=CONTEXT_HELP)
+        p.add_argument("--action-format", choices=["tools"], default=None, help=ACTION_FORMAT_HELP)
         add_ray_arguments(p)
         p.add_argument(
             "--json",
@@ -262,6 +280,7 @@ PROTOCOL_FIXES = {
     "env_kwargs": None,
     "actions": None,
     "context": None,
+    "action_format": None,
     "ray": None,
     "by": "category",
 }

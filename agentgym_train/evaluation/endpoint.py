@@ -14,6 +14,12 @@ is also cut client-side at the first stop string, for servers that ignore `stop`
 ended is kept per turn: `"budget"` (finish_reason `length`), `"stop_string"` (cut here, or the server
 names the stop string that fired: vLLM's `stop_reason`, SGLang's `matched_stop`) or `"eos"` (any other
 stop; OpenAI does not say whether a stop string or the end of the turn ended a reply).
+
+Native tool calls (`action_format="tools"`): each request carries the env's tools as `tools=` (OpenAI's
+function format, `MultiTurnWrapper.tools`) and the chat's past calls and answers as OpenAI's assistant
+`tool_calls` (arguments as a JSON string) and `tool` messages; the reply's `tool_calls` become the text
+the wrapper's tools parser reads (`tool_reply_text`), so a reply without a call, with two calls or with
+a malformed one is answered with the reason and costs a turn, as in training.
 """
 
 from __future__ import annotations
@@ -44,10 +50,46 @@ class EndpointError(RuntimeError):
 
 @dataclass(frozen=True)
 class EndpointReply:
-    """One reply: its text (cut before any stop string) and how it ended (`eos`, `stop_string`, `budget`)."""
+    """One reply: its text (cut before any stop string), how it ended (`eos`, `stop_string`, `budget`) and
+    the tool calls it made (OpenAI's `message.tool_calls`, as sent; empty without any)."""
 
     text: str
     stopped_by: str
+    tool_calls: tuple[Any, ...] = ()
+
+
+def openai_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A chat as OpenAI's API takes it: an assistant's `tool_calls` with their arguments as a JSON string
+    (the wrapper records them as objects, as chat templates take them), a `tool` message with its
+    `tool_call_id` and content only."""
+    out = []
+    for message in messages:
+        if message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                function = dict(call.get("function") or {})
+                if not isinstance(function.get("arguments"), str):
+                    function["arguments"] = json.dumps(function.get("arguments", {}), ensure_ascii=False)
+                calls.append({**call, "function": function})
+            message = {**message, "content": message.get("content") or "", "tool_calls": calls}
+        elif message.get("role") == "tool":
+            message = {k: message[k] for k in ("role", "tool_call_id", "content") if k in message}
+        out.append(message)
+    return out
+
+
+def tool_reply_text(reply: EndpointReply) -> str:
+    """The reply as the text `agentgym_wrappers.ToolCallParser` reads: its content, then each of its
+    `tool_calls` as a Hermes `<tool_call>` (the arguments as the server sent them, a JSON string or an
+    object). A reply without `tool_calls` stays its content: a server that parses no calls sends the
+    model's own call text, which the parser reads in any family's syntax."""
+    calls = []
+    for call in reply.tool_calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        function = function if isinstance(function, dict) else {}
+        body = {"name": function.get("name"), "arguments": function.get("arguments", {})}
+        calls.append(f"<tool_call>{json.dumps(body, ensure_ascii=False)}</tool_call>")
+    return "\n".join(part for part in (reply.text, *calls) if part)
 
 
 class ChatEndpoint:
@@ -89,26 +131,35 @@ class ChatEndpoint:
         self.retries = retries
         self.backoff = backoff
 
-    def __call__(self, messages: list[dict[str, str]]) -> str:
-        return self.complete(messages).text
+    def __call__(self, messages: list[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None) -> str:
+        """The reply's text; with `tools`, the text of its content and tool calls (`tool_reply_text`)."""
+        reply = self.complete(messages, tools=tools)
+        return tool_reply_text(reply) if tools else reply.text
 
     def complete(
-        self, messages: list[dict[str, str]], stop: Sequence[str] = (), max_tokens: int | None = None
+        self,
+        messages: list[dict[str, Any]],
+        stop: Sequence[str] = (),
+        max_tokens: int | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
     ) -> EndpointReply:
         """The reply to `messages`, stopped at `stop` (sent as `stop` and applied here too).
 
         Args:
-            messages: The chat so far.
+            messages: The chat so far (past tool calls are sent in OpenAI's form, `openai_messages`).
             stop: Stop strings; the first `MAX_ENDPOINT_STOPS` are sent, all are applied to the reply.
             max_tokens: Most tokens of this reply when the endpoint has no `max_tokens` of its own
                 (None: 512).
+            tools: The tools' JSON schemas (OpenAI's function format), sent as `tools`.
         """
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
+            "messages": openai_messages(messages),
             "temperature": self.temperature,
             "max_tokens": self.max_tokens or max_tokens or 512,
         }
+        if tools:
+            body["tools"] = list(tools)
         if stop:
             body["stop"] = list(stop[:MAX_ENDPOINT_STOPS])
         headers = {"Content-Type": "application/json"}
@@ -134,18 +185,23 @@ class ChatEndpoint:
     def _reply(self, raw: bytes, stop: Sequence[str]) -> EndpointReply:
         try:
             choice = json.loads(raw)["choices"][0]
-            text = choice["message"]["content"] or ""
+            message = choice["message"]
+            calls = message.get("tool_calls") or []
+            text = (message.get("content") if calls else message["content"]) or ""  # a call may come without
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise EndpointError(f"{self.url} answered without choices[0].message.content: {raw[:300]!r}") from None
         if not isinstance(text, str):
             raise EndpointError(f"{self.url} answered a non-text choices[0].message.content: {raw[:300]!r}")
+        if not isinstance(calls, list):
+            raise EndpointError(f"{self.url} answered a choices[0].message.tool_calls that is no list: {raw[:300]!r}")
+        calls = tuple(calls)
         at = find_stop(text, stop)
         if at is not None:  # the server ignored `stop`, or this stop string was not sent
-            return EndpointReply(text[:at], "stop_string")
+            return EndpointReply(text[:at], "stop_string", calls)
         named = choice.get("stop_reason", choice.get("matched_stop"))  # vLLM, SGLang
         if isinstance(named, str) and named in stop:
-            return EndpointReply(text, "stop_string")
-        return EndpointReply(text, "budget" if choice.get("finish_reason") == "length" else "eos")
+            return EndpointReply(text, "stop_string", calls)
+        return EndpointReply(text, "budget" if choice.get("finish_reason") == "length" else "eos", calls)
 
 
 def evaluate_endpoint(
@@ -161,14 +217,18 @@ def evaluate_endpoint(
     workers: int = 8,
     progress: bool = True,
     context: str | ContextPolicy | None = None,
+    action_format: str | None = None,
 ) -> EvalResult:
     """Play `episodes_per_task` episodes of the first `num_tasks` tasks of `split` through `endpoint`.
 
     Episodes run concurrently on `workers` threads (the endpoint is the bottleneck), each thread with
     its own env; rows come back in task order. `context` is what each request holds of the episode
     (`agentgym_wrappers.get_context`: None or "full", "window:k", "summary:k", or a `ContextPolicy`),
-    the context the model was trained with.
+    the context the model was trained with. `action_format`: None (each scenario's own, text replies) or
+    "tools": each request carries the env's tools, and the reply's `tool_calls` are the agent's move.
     """
+    if action_format not in (None, "tools"):
+        raise ValueError(f"action_format must be None (each scenario's) or 'tools', got {action_format!r}")
     policy = get_context(context)
     jobs = [(t, k) for t in split_tasks(env_id, split, num_tasks, env_kwargs) for k in range(episodes_per_task)]
     local = threading.local()
@@ -177,7 +237,9 @@ def evaluate_endpoint(
 
     def play(job: tuple[str, int]) -> dict[str, Any]:
         if not hasattr(local, "env"):
-            local.env = MultiTurnWrapper(gym.make(env_id, **(env_kwargs or {})), max_turns=max_turns, context=policy)
+            local.env = MultiTurnWrapper(
+                gym.make(env_id, **(env_kwargs or {})), max_turns=max_turns, context=policy, parser=action_format
+            )
             with lock:
                 envs.append(local.env)
         env, (task_id, sample) = local.env, job
@@ -185,9 +247,9 @@ def evaluate_endpoint(
         env.reset(seed=seed + sample, options={"split": split, "task_id": task_id})
         stopped_by = []
         while True:
-            reply = endpoint.complete(env.messages, stop=stops, max_tokens=budget)
+            reply = endpoint.complete(env.messages, stop=stops, max_tokens=budget, tools=env.tools)
             stopped_by.append(reply.stopped_by)
-            _, _, terminated, truncated, info = env.step(reply.text)
+            _, _, terminated, truncated, info = env.step(tool_reply_text(reply) if env.uses_tools else reply.text)
             if terminated or truncated:
                 bar.update(1)
                 flags = [{"stopped_by": s} for s in stopped_by]
@@ -213,6 +275,7 @@ def evaluate_endpoint(
     limit = envs[0].max_turns if envs else max_turns
     result.meta = {"policy": endpoint.model, "env_id": env_id, "split": split, "max_turns": limit}
     result.meta["context"] = policy.spec
+    result.meta["action_format"] = action_format
     return result
 
 

@@ -259,6 +259,7 @@ def evaluate_model(
     name = getattr(getattr(model, "config", None), "name_or_path", None) or "model"
     result.meta = {"policy": name, "env_id": env_id, "split": split, "max_turns": limit}
     result.meta["context"] = engine.context.spec
+    result.meta["action_format"] = action_format  # None: each scenario's own; "tools": native tool calls
     return result
 
 

@@ -16,6 +16,7 @@ Records hold model and env text as is: whoever displays them must escape it (`re
 
 from __future__ import annotations
 
+import json
 import textwrap
 from typing import Any
 
@@ -121,7 +122,7 @@ def episode_record(
         "truncated": bool(stats.get("truncated") or stats.get("budget_truncated")),
         "invalid_replies": int(stats.get("invalid_replies", 0)),
         "end_reason": reason,
-        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+        "messages": [{k: m[k] for k in MESSAGE_KEYS if k in m} for m in messages],
         "steps": steps,
     }
     if kind is not None:
@@ -129,6 +130,21 @@ def episode_record(
     if env_error:
         record["env_error"] = env_error
     return record
+
+
+#: What a record keeps of each message: its text, and an episode of tool calls' calls and answers' ids.
+MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+
+
+def _reply_text(message: dict[str, Any]) -> str:
+    """An assistant message as text: its content, then each tool call as `name(arguments)`."""
+    calls = []
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        arguments = function.get("arguments", {})
+        arguments = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        calls.append(f"{function.get('name')}({arguments})")
+    return "\n".join(part for part in (message.get("content") or "", *calls) if part)
 
 
 def exchanges(record: dict[str, Any]) -> tuple[str, str, list[dict[str, Any]]]:
@@ -139,8 +155,8 @@ def exchanges(record: dict[str, Any]) -> tuple[str, str, list[dict[str, Any]]]:
     rest = messages[1:] if system else messages
     first = rest[0]["content"] if rest and rest[0]["role"] == "user" else ""
     pairs = rest[1:] if first else rest
-    replies = [m["content"] for m in pairs if m["role"] == "assistant"]
-    observations = [m["content"] for m in pairs if m["role"] == "user"]
+    replies = [_reply_text(m) for m in pairs if m["role"] == "assistant"]
+    observations = [m["content"] for m in pairs if m["role"] in ("user", "tool")]
     steps = record.get("steps") or []
     turns = []
     for i in range(max(len(replies), len(steps))):

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -18,7 +19,9 @@ from agentgym_train.evaluation.evaluate import evaluate_random
 
 
 class ChatServer(ThreadingHTTPServer):
-    """Answers `POST /v1/chat/completions` with `reply`, after `failures` answers of `fail_status`."""
+    """Answers `POST /v1/chat/completions` with `reply`, after `failures` answers of `fail_status`; with
+    `respond` set, with the assistant message `respond(request body)` returns (`tool_calls` included, as
+    OpenAI's API answers them)."""
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), ChatHandler)
@@ -27,6 +30,7 @@ class ChatServer(ThreadingHTTPServer):
         self.failures = 0
         self.fail_status = 503
         self.body: bytes | None = None
+        self.respond: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self.lock = threading.Lock()
 
     @property
@@ -48,6 +52,11 @@ class ChatHandler(BaseHTTPRequestHandler):
             self._send(self.server.fail_status, {"error": {"message": message}})
         elif self.server.body is not None:
             self._send(200, raw=self.server.body)
+        elif self.server.respond is not None:
+            with self.server.lock:
+                message = {"role": "assistant", **self.server.respond(body)}
+            finish = "tool_calls" if message.get("tool_calls") else "stop"
+            self._send(200, {"choices": [{"index": 0, "message": message, "finish_reason": finish}]})
         else:
             self._send(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": self.server.reply}}]})
 
