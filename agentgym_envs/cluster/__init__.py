@@ -4,6 +4,12 @@
 custom resource the user names for placement; the rollout engine uses it with `env_backend="ray"`
 (`RolloutEngine(env_pool=...)`), and `RayVectorEnv` is a Gymnasium vector env over it. Needs Ray
 (`pip install 'agentgym-rl[ray]'`), imported only when a pool is made.
+
+Like `adapters/`, this package sits on top of envs and wrappers: an actor holds the rollout engine's
+envs as `agentgym_wrappers.MultiTurnWrapper`s (`RayEnvPool.acquire(..., wrapper=kwargs)`), so that
+parsing, the chat and the episode record stay beside the env and one Ray call per actor per batch
+carries only replies and observations. `actor.py` alone imports `agentgym_wrappers`, inside the actor's
+process and only for a wrapped env; nothing else of `agentgym_envs` imports this package.
 """
 
 from agentgym_envs.cluster.pool import (

@@ -3,6 +3,9 @@
 Envs are made on their first reset (lazily) and kept across episodes under the key the pool gave
 them; a restarted actor (Ray's `max_restarts`) starts empty, so a reset remakes the env and a step of
 an env it lost fails that env's episode. An env's own exception is that env's result, not the call's.
+
+A wrapped env (the rollout engine's) is a `MultiTurnWrapper` made here: this module is the one place of
+`agentgym_envs` outside `adapters/` that imports `agentgym_wrappers` (see the package doc for why).
 """
 
 from __future__ import annotations
