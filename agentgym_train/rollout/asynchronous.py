@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 from agentgym_train.rollout.calls import CallRunner
 
 if TYPE_CHECKING:
-    from agentgym_train.rollout.backends.protocol import TurnGenerator
+    from agentgym_train.rollout.backends.protocol import StreamingGenerator, TurnGenerator
     from agentgym_train.rollout.engine import Episode, RolloutEngine, Task, _Slot
 
 logger = logging.getLogger(__name__)
@@ -81,6 +81,18 @@ def collective(generate: Any) -> bool:
 def supports(generate: Any) -> bool:
     """Whether an async rollout can use `generate` (its calls are local to this process)."""
     return not collective(generate)
+
+
+def streams(generate: Any) -> bool:
+    """Whether `generate` decodes continuously (a `StreamingGenerator` whose `streaming()` is true)."""
+    streaming = getattr(generate, "streaming", None)
+    return (
+        callable(streaming)
+        and all(
+            callable(getattr(generate, name, None)) for name in ("open_stream", "join", "step", "leave", "close_stream")
+        )
+        and bool(streaming())
+    )
 
 
 def log_fallback(generate: Any) -> None:
@@ -119,10 +131,18 @@ def play(
     sync_live = getattr(generate, "sync_live", None)
     awake = False
     finished = False
+    stream = streams(generate)
     # a sampler with per-episode state (`CachedSampler`'s KV rows) keeps it for episodes that sit out a call
-    parks = hasattr(generate, "keep_unmatched") and hasattr(generate, "retire")
+    parks = not stream and hasattr(generate, "keep_unmatched") and hasattr(generate, "retire")
     if parks:
         parked_before, generate.keep_unmatched = generate.keep_unmatched, True
+    if stream:
+        generate.open_stream()
+
+    def wake() -> None:
+        nonlocal awake
+        if sync_live is not None and not awake:
+            awake = sync_live(True)
 
     def take(results: list[tuple[Any, Any]]) -> list[int]:
         """The books of the env calls that ended; returns the episodes that go on."""
@@ -133,7 +153,9 @@ def play(
                 live = not episodes[i].done
             else:
                 live = engine._stepped(episodes[i], slots[i], result, ends.pop(i), progress)
-                if not live and parks:
+                if not live and stream:
+                    generate.leave(i)
+                elif not live and parks:
                     generate.retire(episodes[i].prompt_ids + episodes[i].completion_ids)
             if live:
                 ready.append(i)
@@ -141,6 +163,8 @@ def play(
 
     started, calls = time.perf_counter(), 0
     try:
+        if stream:
+            _stream(engine, tasks, slots, generate, runner, take, episodes, ends, wake)
         while len(runner):
             waited = time.perf_counter()
             ready = take(runner.collect(block=True))
@@ -156,8 +180,7 @@ def play(
             if not ready:
                 continue
             ready.sort()
-            if sync_live is not None and not awake:
-                awake = sync_live(True)
+            wake()
             batch = [episodes[i] for i in ready]
             limit = max([e.max_turn_tokens for e in batch] + [engine.max_turn_tokens or 1])
             calls += 1
@@ -168,11 +191,49 @@ def play(
     finally:
         if parks:
             generate.keep_unmatched = parked_before
+        if stream:
+            generate.close_stream()
         if not finished:
             _drain(engine, runner, slots)
     if sync_live is not None:
         sync_live(False)
     return episodes
+
+
+def _stream(
+    engine: RolloutEngine,
+    tasks: Sequence[Task],
+    slots: list[_Slot],
+    generate: StreamingGenerator,
+    runner: CallRunner,
+    take: Callable[[list[tuple[Any, Any]]], list[int]],
+    episodes: list[Any],
+    ends: dict[int, int | None],
+    wake: Callable[[], None],
+) -> None:
+    """Continuous batching: between decode steps, the episodes whose env calls ended join the decode, and each
+    reply that ended goes to its env step at once (see the module docstring)."""
+    while len(runner) or generate.decoding():
+        busy = bool(generate.decoding())
+        waited = time.perf_counter()
+        ready = take(runner.collect(block=not busy))  # idle: wait for an env call; decoding: take what ended
+        if not busy:
+            engine.timing["env"] += time.perf_counter() - waited
+        if ready:
+            wake()
+        for i in sorted(ready):
+            episode = episodes[i]
+            context = episode.turn_prompts[-1] if episode.turn_prompts else episode.prompt_ids + episode.completion_ids
+            budget = max(episode.max_turn_tokens, 1)
+            generate.join(i, context, budget, engine._stop_strings(episode.stop_strings))
+        if not generate.decoding():
+            continue
+        started = time.perf_counter()
+        replies = generate.step()
+        engine.timing["generation"] += time.perf_counter() - started
+        for i, (ids, logps) in replies:
+            ends[i] = engine._take_reply(episodes[i], ids, logps)
+            runner.submit(i, engine._step_calls([slots[i].env], [episodes[i].replies[-1]])[0])
 
 
 def _drain(engine: RolloutEngine, runner: CallRunner, slots: list[_Slot]) -> None:

@@ -289,6 +289,7 @@ def test_async_sampling_with_the_cached_sampler_keeps_exact_logprobs(tiny_babyai
     model, tokenizer = load_model(tiny_babyai)
     torch.manual_seed(0)
     sampler = CachedSampler(model, tokenizer.pad_token_id, [tokenizer.eos_token_id], temperature=0.7)
+    sampler.continuous = False  # calls per batch of ready episodes (continuous batching: test_continuous_batching.py)
     calls, fed, feed = [], [], sampler._feed  # per call: its contexts, and the tokens it fed before decoding
     sampler._feed = lambda pending, device: (
         calls.append(len(pending)),

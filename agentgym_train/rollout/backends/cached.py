@@ -38,7 +38,8 @@ episode seen for the first time gets a new row, and each context is matched to t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -82,7 +83,11 @@ class CachedSampler:
         self.any_live: Callable[[bool], bool] | None = None
         #: Park the rows of episodes that sit out a call instead of dropping them (async rollouts set it).
         self.keep_unmatched = False
+        #: Let async rollouts decode continuously (`StreamingGenerator`: rows join and leave between decode
+        #: steps); False: they call the sampler per batch of ready episodes, as lockstep does.
+        self.continuous = True
         self._reset()
+        self.open_stream()
 
     def _reset(self) -> None:
         self.cache: Any = None
@@ -252,6 +257,135 @@ class CachedSampler:
                 layer.keys, layer.values = keys, values
         self.mask = mask.gather(1, index)
 
+    # ---- continuous batching: rows join and leave between decode steps (`StreamingGenerator`) -----------
+    def streaming(self) -> bool:
+        """Whether async rollouts may decode continuously with this sampler (`continuous` set, no
+        `any_live` collective, and full-attention layers only, whose rows can be moved)."""
+        if not self.continuous or self.any_live is not None:
+            return False
+        return all(type(layer) is GrowingLayer for layer in growing_cache(self.model.config).layers)
+
+    def open_stream(self) -> None:
+        self.close_stream()
+        #: This stream's joins (and of those, joins while other rows were decoding), decode steps, prefills.
+        self.stream_stats = {"joins": 0, "joins_mid_decode": 0, "steps": 0, "prefills": 0}
+
+    def close_stream(self) -> None:
+        self._reset()
+        self._rows: list[_Row] = []  # per cache row (all decoding), in order
+        self._joining: list[tuple[Hashable, _Row, list[int]]] = []  # joined, prefilled at the next step
+        self._parked: dict[Hashable, _Parked] = {}  # per episode whose reply came back: its row, dense
+
+    def decoding(self) -> int:
+        return len(self._rows) + len(self._joining)
+
+    def join(self, key: Hashable, context: list[int], max_new_tokens: int, stop: StopStrings | None) -> None:
+        self.stream_stats["joins"] += 1
+        self.stream_stats["joins_mid_decode"] += bool(self._rows)
+        self._joining.append((key, _Row(key, max(1, max_new_tokens), stop), list(context)))
+
+    def leave(self, key: Hashable) -> None:
+        self._parked.pop(key, None)
+
+    def step(self) -> list[tuple[Hashable, Reply]]:
+        """One decode step: the running rows feed their last token, the joiners their prompts (a prefill
+        forward of their own), every row samples one token, and the rows whose reply ended leave."""
+        device = next(self.model.parameters()).device
+        self.stream_stats["steps"] += 1
+        parts = []
+        with torch.no_grad():
+            if self._rows:
+                for row, state in enumerate(self._rows):
+                    self.fed[row].append(state.tokens[-1])
+                feed = torch.tensor([[state.tokens[-1]] for state in self._rows])
+                parts.append(self._forward(feed, torch.ones_like(feed), device))
+            if self._joining:
+                parts.append(self._prefill(device))
+            token, logp = self._sample(torch.cat(parts))
+        ended = torch.isin(token, self.eos.to(token.device)).tolist()
+        token_host, logp_host = token.tolist(), logp.tolist()
+        out, stay = [], []
+        for row, state in enumerate(self._rows):
+            state.tokens.append(token_host[row])
+            state.logprobs.append(logp_host[row])
+            if (
+                ended[row]
+                or len(state.tokens) >= state.budget
+                or (state.stop is not None and state.stop.completed(state.tokens))
+            ):
+                out.append((state.key, Reply(state.tokens, state.logprobs)))
+                self._parked[state.key] = self._park_row(row)
+            else:
+                stay.append(row)
+        if len(stay) < len(self._rows):
+            self._keep_rows(stay)
+        return out
+
+    def _prefill(self, device: torch.device) -> torch.Tensor:
+        """Feed the joiners' contexts in a batch of their own (their parked rows where they have one), then
+        append their rows to the running ones; returns the joiners' last logits."""
+        joining, self._joining = self._joining, []
+        self.stream_stats["prefills"] += 1
+        running = (self.cache, self.mask, self.fed)
+        parked = [self._parked.pop(key, None) for key, _, _ in joining]
+        width = max([p.mask.size(1) for p in parked if p is not None] + [0])
+        self.cache, self.mask = None, None
+        if width:
+            some = next(p for p in parked if p is not None)
+            self.cache = growing_cache(self.model.config)
+            for index, layer in enumerate(self.cache.layers):
+                keys, values = some.layers[index]
+                empty = (keys[:, :, :0], values[:, :, :0])
+                rows = [p.layers[index] if p is not None else empty for p in parked]
+                keys = torch.cat([_pad_left(k, width) for k, _ in rows])
+                values = torch.cat([_pad_left(v, width) for _, v in rows])
+                layer.lazy_initialization(keys, values)
+                _hold(layer, keys, values)
+            masks = [p.mask if p is not None else some.mask[:, :0] for p in parked]
+            self.mask = torch.cat([F.pad(m, (width - m.size(1), 0)) for m in masks])
+        self.fed = [list(p.fed) if p is not None else [] for p in parked]
+        contexts = [context for _, _, context in joining]
+        if width:
+            self._roll_back([min(_common_prefix(c, f), len(c) - 1) for c, f in zip(contexts, self.fed, strict=True)])
+        logits = self._feed([c[len(f) :] for c, f in zip(contexts, self.fed, strict=True)], device)
+        joined = (self.cache, self.mask, self.fed)
+        self.cache, self.mask, self.fed = running
+        if self.cache is None:
+            self.cache, self.mask, self.fed = joined
+        else:  # the joiners' rows after the running ones (holes pad the narrower side on the left)
+            width = max(self.mask.size(1), joined[1].size(1))
+            for layer, other in zip(self.cache.layers, joined[0].layers, strict=True):
+                _hold(
+                    layer,
+                    torch.cat([_pad_left(layer.keys, width), _pad_left(other.keys, width)]),
+                    torch.cat([_pad_left(layer.values, width), _pad_left(other.values, width)]),
+                )
+            self.mask = torch.cat([F.pad(m, (width - m.size(1), 0)) for m in (self.mask, joined[1])])
+            self.fed = self.fed + joined[2]
+            self._compact()
+        self._rows += [state for _, state, _ in joining]
+        return logits
+
+    def _park_row(self, row: int) -> _Parked:
+        """A copy of one row's real cache columns (no holes: positions are baked into the keys)."""
+        columns = self.mask[row].nonzero()[:, 0]
+        layers = []
+        for layer in self.cache.layers:
+            at = columns.to(layer.keys.device)
+            layers.append((layer.keys[row : row + 1, :, at], layer.values[row : row + 1, :, at]))
+        return _Parked(layers, self.mask[row : row + 1, columns], list(self.fed[row]))
+
+    def _keep_rows(self, rows: list[int]) -> None:
+        """Keep only these cache rows (the others' replies ended)."""
+        self._rows = [self._rows[r] for r in rows]
+        if not rows:
+            self.cache, self.mask, self.fed = None, None, []
+            return
+        self.cache.batch_select_indices(torch.tensor(rows, device=self.mask.device))
+        self.mask = self.mask[rows]
+        self.fed = [self.fed[r] for r in rows]
+        self._compact()
+
     # ---- model calls ----------------------------------------------------------------------------------
     def _forward(self, ids: torch.Tensor, new_mask: torch.Tensor, device: torch.device) -> torch.Tensor:
         """Run new columns `ids` (with their 0/1 mask) after the cache; return the last column's logits."""
@@ -336,6 +470,27 @@ class CachedSampler:
                 self.fed[row].append(token_host[row])
             logits = self._forward(feed, live.long()[:, None], device)
         return [Reply(ids, logps) for ids, logps in zip(tokens, logprobs, strict=True)]
+
+
+@dataclass
+class _Row:
+    """A reply being decoded continuously: its episode, budget, stop strings, and what it sampled so far."""
+
+    key: Hashable
+    budget: int
+    stop: StopStrings | None
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+
+@dataclass
+class _Parked:
+    """An episode's cache row between its replies: per layer (keys, values) of its real columns, their mask
+    (all ones) and the tokens they hold."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    mask: torch.Tensor
+    fed: list[int]
 
 
 def _hold(layer: Any, keys: torch.Tensor, values: torch.Tensor) -> None:

@@ -20,11 +20,14 @@ backend too:
   every process makes the same forward passes (or the same vLLM calls).
 - `any_live(any_local) -> bool` (settable, `CachedSampler`): asked before each decode step, so every
   process makes the same decode steps.
+
+Continuous batching (`StreamingGenerator`, `CachedSampler`): async rollouts let episodes join a decode
+that has started and take each reply back as soon as it ends, one decode step at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import NamedTuple, Protocol
 
 from agentgym_train.rollout.stops import StopStrings
@@ -51,4 +54,46 @@ class TurnGenerator(Protocol):
             max_new_tokens: The reply budget of this call (the largest of its episodes').
             stop: Per context, the stop strings its reply should stop at (None: none).
         """
+        ...
+
+
+class StreamingGenerator(TurnGenerator, Protocol):
+    """A `TurnGenerator` that also decodes continuously: rows join and leave between decode steps.
+
+    Async rollouts (`agentgym_train.rollout.asynchronous`) use it when `streaming()` is true: an episode whose
+    env call ended `join`s the running decode at once, each `step` is one decode step of every row (after
+    the joiners' prompts are prefilled), and a reply that ended (an end token, a stop string, its budget)
+    comes back from that very `step`, so its env step starts while the other rows still decode. What a
+    row samples depends only on its own context, as in a call. Generators without these methods (vLLM,
+    the `generate` sampler, plain functions) are called per batch instead.
+    """
+
+    def streaming(self) -> bool:
+        """Whether continuous decoding can be used now (else the engine calls the generator per batch)."""
+        ...
+
+    def open_stream(self) -> None:
+        """Start a rollout's stream: no row decodes, none is kept."""
+        ...
+
+    def join(self, key: Hashable, context: list[int], max_new_tokens: int, stop: StopStrings | None) -> None:
+        """Add a row for the next reply of episode `key` (its token ids so far, its own reply budget and stop
+        strings); it is prefilled at the next `step` and decodes from then on. The state kept for `key` from its
+        earlier replies (its KV rows) is reused."""
+        ...
+
+    def step(self) -> list[tuple[Hashable, Reply]]:
+        """One decode step of every row (joiners prefilled first); returns the replies that ended in it."""
+        ...
+
+    def decoding(self) -> int:
+        """Rows joined whose reply has not come back yet."""
+        ...
+
+    def leave(self, key: Hashable) -> None:
+        """Episode `key` ended: drop what is kept for it."""
+        ...
+
+    def close_stream(self) -> None:
+        """End the stream (also after an error): drop every row."""
         ...
