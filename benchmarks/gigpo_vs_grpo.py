@@ -197,6 +197,7 @@ def train_arm(setting: str, seed: int, arm: str, threads: int) -> None:
     from agentgym_train.stages import evaluate_stage, rl_stage
     from agentgym_train.tiny import load_model
 
+    changes = _library_changes()  # as imported, before a later edit by someone else
     work = WORK / setting / f"seed-{seed}"
     start = json.loads((RESULTS / setting / f"seed-{seed}" / "start.json").read_text())
     pipeline, args = load_configs(CONFIG, overrides(setting, seed, work / arm, arm, threads))
@@ -236,6 +237,7 @@ def train_arm(setting: str, seed: int, arm: str, threads: int) -> None:
         "eval_s": round(eval_s, 1),
         "curve": curve,
         "commit": _commit(),
+        "library_changes": changes,
     }
     assert isinstance(after, EvalResult)
     out = RESULTS / setting / f"seed-{seed}" / f"{arm}.json"
@@ -249,6 +251,18 @@ def train_arm(setting: str, seed: int, arm: str, threads: int) -> None:
 def _commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return done.stdout.strip()
+
+
+def _library_changes() -> dict[str, Any]:
+    """Uncommitted changes to the library in the working tree the run imported (a shared checkout): the files
+    and a hash of their diff, so that runs made under different trees can be told apart."""
+    import hashlib
+
+    diff = subprocess.run(["git", "diff", "--", "agentgym_train"], cwd=ROOT, capture_output=True, text=True).stdout
+    names = subprocess.run(
+        ["git", "diff", "--name-only", "--", "agentgym_train"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.split()
+    return {"files": names, "diff_sha1": hashlib.sha1(diff.encode()).hexdigest() if diff else None}
 
 
 # ---- the summary ------------------------------------------------------------------------------------
@@ -279,6 +293,7 @@ def summarize(setting: str) -> dict[str, Any]:
         if path.name != "start.json":
             run = json.loads(path.read_text())
             runs.setdefault(run["arm"], {})[run["seed"]] = run
+    runs = {arm: runs[arm] for arm in sorted(runs, key=lambda a: list(ARMS).index(a) if a in ARMS else len(ARMS))}
 
     def pooled(evals: dict[int, dict[str, Any]]) -> dict[str, float]:
         rows = [{**r, "task_id": f"seed-{s}/{r['task_id']}"} for s, e in evals.items() for r in e["episodes"]]
@@ -338,9 +353,40 @@ def summarize(setting: str) -> dict[str, Any]:
                 {s: r["after"] for s, r in runs["grpo"].items()}, {s: r["after"] for s, r in runs[b].items()}
             )
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    _figure(runs, folder / "curves.png")
     (folder / "summary.md").write_text(markdown(summary))
     print(markdown(summary))
     return summary
+
+
+def _figure(runs: dict[str, dict[int, dict[str, Any]]], path: Path, window: int = 9) -> None:
+    """Training success and anchored turn share per step, each run (thin) and the arm's mean over seeds,
+    a centred moving average of `window` steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def smooth(values: list[float]) -> list[float]:
+        half = window // 2
+        return [sum(values[max(0, i - half) : i + half + 1]) / len(values[max(0, i - half) : i + half + 1])
+                for i in range(len(values))]  # fmt: skip
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for colour, (arm, by_seed) in zip(("C0", "C1", "C2"), runs.items(), strict=False):
+        for n, (key, ax) in enumerate(zip(("episode/success", "gigpo/anchored_turn_share"), axes, strict=True)):
+            curves = [[row.get(key, math.nan) for row in r["curve"]] for r in by_seed.values()]
+            for curve in curves:
+                ax.plot(smooth(curve), color=colour, alpha=0.25, linewidth=0.8)
+            steps = min(len(c) for c in curves)
+            mean = [sum(c[i] for c in curves) / len(curves) for i in range(steps)]
+            ax.plot(smooth(mean), color=colour, linewidth=2, label=f"{arm} ({len(curves)} seeds)" if n == 0 else None)
+    axes[0].set(xlabel="step", ylabel="training success", title=f"training success ({window}-step average)")
+    axes[1].set(xlabel="step", ylabel="share", title="turns whose anchor state repeats in the group")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def markdown(summary: dict[str, Any]) -> str:
