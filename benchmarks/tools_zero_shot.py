@@ -6,7 +6,9 @@ parser), once given the scenario's tools through the chat template (`parser="too
 template ignores `tools`, so the renderer describes them in the system message in the Hermes
 `<tool_call>` syntax, see `agentgym_train.rollout.templates`). Per format it reports the share of
 replies that parse (an action the env could be given) and the share of episodes won, with their
-counts, and writes them to JSON.
+counts and 95% intervals (Wilson for the share of episodes won; for the share of parseable replies,
+a percentile bootstrap over episodes, since the replies of one episode are not independent), and the
+difference tools - action_line with a paired bootstrap over tasks; it writes them to JSON.
 
 Each turn the chat so far is rendered by the chat template and the reply sampled greedily (a
 135M model zero-shot: the measurement is of the format, not of skill), cut at the scenario's stop
@@ -20,13 +22,39 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
+import random
 import time
 from pathlib import Path
 from typing import Any
 
 #: The formats compared: the scenario's own parser, and native tool calls.
 FORMATS = ("action_line", "tools")
+#: Bootstrap resamples for the intervals of reply shares and differences (seeded: the JSON is reproducible).
+RESAMPLES = 4000
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> list[float]:
+    """The 95% Wilson score interval of a binomial share."""
+    if n == 0:
+        return [0.0, 1.0]
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def bootstrap(statistic: Any, n: int, seed: int = 0) -> list[float]:
+    """A 95% percentile bootstrap interval of `statistic(indices)` over `n` resampled units (episodes, tasks)."""
+    rng = random.Random(seed)
+    values = sorted(statistic([rng.randrange(n) for _ in range(n)]) for _ in range(RESAMPLES))
+    return [values[int(0.025 * RESAMPLES)], values[int(0.975 * RESAMPLES) - 1]]
+
+
+def parse_share(episodes: list[dict], indices: list[int]) -> float:
+    replies = sum(len(episodes[i]["parsed"]) for i in indices)
+    return sum(sum(episodes[i]["parsed"]) for i in indices) / replies if replies else 0.0
 
 
 def play(model: Any, tokenizer: Any, env_id: str, parser: str | None, task: int, args: argparse.Namespace) -> dict:
@@ -84,8 +112,25 @@ def summarise(episodes: list[dict]) -> dict[str, Any]:
         "replies": replies,
         "parsed_replies": parsed,
         "parse_rate": parsed / replies if replies else 0.0,
+        "parse_rate_ci95": bootstrap(lambda idx: parse_share(episodes, idx), len(episodes)) if episodes else None,
         "successes": wins,
         "success_rate": wins / len(episodes) if episodes else 0.0,
+        "success_rate_ci95": wilson(wins, len(episodes)),
+    }
+
+
+def compare(a: list[dict], b: list[dict]) -> dict[str, Any]:
+    """`b` - `a` (the same tasks, in order): parse share and success, with paired bootstrap 95% intervals."""
+    n = len(a)
+
+    def success(episodes: list[dict], idx: list[int]) -> float:
+        return sum(episodes[i]["success"] for i in idx) / len(idx)
+
+    return {
+        "parse_rate_difference": parse_share(b, list(range(n))) - parse_share(a, list(range(n))),
+        "parse_rate_difference_ci95": bootstrap(lambda idx: parse_share(b, idx) - parse_share(a, idx), n, seed=1),
+        "success_rate_difference": success(b, list(range(n))) - success(a, list(range(n))),
+        "success_rate_difference_ci95": bootstrap(lambda idx: success(b, idx) - success(a, idx), n, seed=2),
     }
 
 
@@ -124,14 +169,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for task in range(args.tasks)
         ]
         results["formats"][name] = {**summarise(episodes), "episodes_detail": episodes}
+    details = {name: row["episodes_detail"] for name, row in results["formats"].items()}
+    results["tools_minus_action_line"] = compare(details["action_line"], details["tools"])
     results["seconds"] = round(time.perf_counter() - started, 1)
+    results["timing_note"] = "seconds measured on a shared 2-core machine (other jobs running): not a speed figure"
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    print(f"{'format':<12} {'parsed replies':>16} {'success':>12}")
+    print(f"{'format':<12} {'parsed replies [95% CI]':>30} {'success [95% CI]':>26}")
     for name, row in results["formats"].items():
+        low, high = row["parse_rate_ci95"]
+        s_low, s_high = row["success_rate_ci95"]
         print(
             f"{name:<12} {row['parsed_replies']:>6}/{row['replies']:<4} {row['parse_rate']:>5.0%}"
-            f" {row['successes']:>4}/{row['episodes']:<3} {row['success_rate']:>4.0%}"
+            f" [{low:.0%}, {high:.0%}]"
+            f" {row['successes']:>4}/{row['episodes']:<3} {row['success_rate']:>4.0%} [{s_low:.0%}, {s_high:.0%}]"
         )
     print(f"written to {args.output} ({results['seconds']} s)")
     return results
