@@ -27,10 +27,12 @@ then share one call, as in lockstep, while envs whose steps end spread out (JVMs
 without waiting for stragglers. Taking each first result alone split BabyAI's turns (fast envs, a 0.2 s
 generator, 8 env workers, 32 episodes) into waves of calls: 3.6x slower than lockstep. Waiting for the
 stragglers for up to a whole call instead (a fixed window) gave back what async gains on SciWorld: calls
-held nearly every episode, as in lockstep. Rows do not join a call that has started (no continuous
-batching inside a decode); the cached sampler keeps the rows of episodes that sit out a call
-(`CachedSampler.keep_unmatched` parks them), so an episode's history is fed once, not again at every
-call it joins.
+held nearly every episode, as in lockstep. A generator that decodes continuously (a
+`StreamingGenerator`, the HF cached sampler: `streams`) takes no calls at all: an episode whose env call
+ended joins the running decode between two decode steps, and each reply leaves it as soon as it ends, so
+its env step starts while the other rows still decode. Otherwise the cached sampler keeps the rows of
+episodes that sit out a call (`CachedSampler.keep_unmatched` parks them), so an episode's history is fed
+once, not again at every call it joins.
 
 Collective generators: a generator whose calls must be made by every process alike (sharded weights
 under FSDP or ZeRO-3 without gathered weights, `LockstepGenerator`; vLLM padded across ranks or
