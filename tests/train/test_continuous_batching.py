@@ -62,6 +62,15 @@ def test_a_reply_steps_its_env_while_other_rows_still_decode(tiny_babyai: Path, 
         return step_action(self, action)
 
     monkeypatch.setattr(DelayedEnv, "_step_action", timed)
+    reset_task = DelayedEnv._reset_task
+
+    def staggered(self, task_id):
+        # resets end 40 ms apart, so episodes join the decode at different steps however slow a step is (on a
+        # loaded machine every env step could end within one decode step: all rows would then decode in step)
+        time.sleep(0.04 * int(task_id))
+        return reset_task(self, task_id)
+
+    monkeypatch.setattr(DelayedEnv, "_reset_task", staggered)
     streaming = sampler(model, tokenizer, temperature=0.8)  # sampled: only the timing is checked here
     steps = []  # per decode step: when it ended, the rows it returned, the rows still decoding
     step = streaming.step
