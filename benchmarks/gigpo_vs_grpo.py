@@ -70,6 +70,9 @@ ARMS: dict[str, dict[str, str]] = {
     "grpo": {"advantage_estimator": "grpo_anchor_share"},
     "gigpo-mean": {"advantage_estimator": "gigpo", "gigpo_norm": "mean_norm"},
     "gigpo-meanstd": {"advantage_estimator": "gigpo", "gigpo_norm": "mean_std_norm"},
+    # issue 36's comparison on a second level: one sample per turn, each reply prompted with the system prompt,
+    # the task and the last 2 turns (its held-out episodes use the same window)
+    "grpo-turn-window": {"advantage_estimator": "grpo_anchor_share", "sample_unit": "turn", "context": "window:2"},
 }
 
 #: The training log's columns kept as the curve (one row per step).
@@ -134,8 +137,13 @@ def _eval_dict(result: Any) -> dict[str, Any]:
     return out
 
 
-def prepare_start(setting: str, seed: int, threads: int) -> None:
-    """The seed's start: tiny model, SFT warm start, held-out evaluation (and the random policy's)."""
+def prepare_start(setting: str, seed: int, threads: int, rebuild: bool = False) -> None:
+    """The seed's start: tiny model, SFT warm start, held-out evaluation (and the random policy's).
+
+    `rebuild`: the start's JSON is committed but its SFT model (under `runs/`, not committed) is gone, as on a
+    fresh clone: build it again and check that its held-out episodes are the committed ones, so that a new arm
+    starts where the committed arms started.
+    """
     import torch
 
     from agentgym_train.evaluation.evaluate import evaluate_random
@@ -182,6 +190,12 @@ def prepare_start(setting: str, seed: int, threads: int) -> None:
         "eval_s": round(eval_s, 1),
     }
     out = RESULTS / setting / f"seed-{seed}" / "start.json"
+    if rebuild:
+        committed = json.loads(out.read_text())["before"]["episodes"]
+        if start["before"]["episodes"] != committed:
+            raise SystemExit(f"{setting} seed {seed}: the rebuilt SFT model plays other held-out episodes than {out}")
+        print(f"start {setting} seed {seed}: SFT model rebuilt, the same held-out episodes ({sft_s:.0f} s)")
+        return
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(start, indent=1) + "\n")
     print(f"start {setting} seed {seed}: success {before.success} ({sft_s:.0f} s SFT, {eval_s:.0f} s eval)")
@@ -456,8 +470,8 @@ def main(argv: list[str] | None = None) -> None:
     register_anchor_share_grpo()
     if args.one is not None:
         seed, what = int(args.one[0]), args.one[1]
-        if what == "start":
-            prepare_start(args.setting, seed, args.threads)
+        if what in ("start", "rebuild-start"):
+            prepare_start(args.setting, seed, args.threads, rebuild=what == "rebuild-start")
         else:
             train_arm(args.setting, seed, what, args.threads)
         return
@@ -468,6 +482,10 @@ def main(argv: list[str] | None = None) -> None:
             for what in ["start", *arms]:
                 if (folder / f"{what}.json").is_file():
                     continue
+                if what != "start" and not (WORK / args.setting / f"seed-{seed}" / "sft-model").is_dir():
+                    command = [sys.executable, __file__, "--setting", args.setting, "--threads", str(args.threads)]
+                    if subprocess.run([*command, "--one", str(seed), "rebuild-start"]).returncode != 0:
+                        raise SystemExit(f"{args.setting} seed {seed}: the SFT start could not be rebuilt")
                 t0 = time.perf_counter()
                 command = [sys.executable, __file__, "--setting", args.setting, "--threads", str(args.threads)]
                 done = subprocess.run([*command, "--one", str(seed), what])
