@@ -9,13 +9,15 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from minigrid.core.actions import Actions
+from minigrid.core.world_object import WorldObj
 from minigrid.envs.babyai.core import roomgrid_level
 from minigrid.minigrid_env import MiniGridEnv
 
 from agentgym_envs.babyai import levels as L
 from agentgym_envs.babyai import tools as babyai_tools
 from agentgym_envs.babyai.planner import path_to_face
-from agentgym_envs.babyai.view import KnownObject, ObjectMemory, door_state, object_label, relative_position
+from agentgym_envs.babyai.sight import Sight
+from agentgym_envs.babyai.view import _DIRS, KnownObject, ObjectMemory, door_state, object_label, relative_position
 from agentgym_envs.clientargs import Flag, SubsetOf
 from agentgym_envs.core import TextEnv, normalise_action
 
@@ -43,6 +45,8 @@ _PRIMITIVES: dict[str, Actions] = {
     "drop": Actions.drop,
     "toggle": Actions.toggle,
 }
+#: The actions that may change the grid (everything else only moves or turns the agent).
+_CHANGES_GRID = frozenset({Actions.pickup, Actions.drop, Actions.toggle})
 _CHECK = frozenset({"check available actions", "check actions", "available actions"})
 _HIGH_LEVEL = re.compile(
     r"^(?P<verb>go to|pick up|go through|toggle and go through) (?:the |a )?"
@@ -138,6 +142,8 @@ class BabyAIEnv(TextEnv):
         self._backends: dict[str, MiniGridEnv] = {}
         self._mg: MiniGridEnv | None = None
         self._memory: ObjectMemory | None = None
+        self._sights: dict[str, Sight | None] = {}
+        self._sight: Sight | None = None
         self._task_lists: dict[str, list[str]] = {}
 
     # ---- tasks ----------------------------------------------------------------------------------
@@ -169,8 +175,13 @@ class BabyAIEnv(TextEnv):
         level, seed = L.parse_task_id(task_id)  # type: ignore[misc]
         if level not in self._backends:
             self._backends[level] = gym.make(L.MINIGRID_IDS[level]).unwrapped
+            backend = self._backends[level]
+            self._sights[level] = Sight(backend) if backend.agent_view_size == 7 else None
         self._mg = self._backends[level]
         obs, _ = self._mg.reset(seed=seed)
+        self._sight = self._sights[level]
+        if self._sight is not None:
+            self._sight.invalidate()
         self._memory = ObjectMemory(self._mg)
         self._memory.observe(obs["image"])
         text, actions = self._describe(f"Mission: {self._mg.mission}", self._memory.known())
@@ -255,15 +266,26 @@ class BabyAIEnv(TextEnv):
         self, actions: list[Actions], message: str, through_door: bool = False
     ) -> tuple[str, float, bool, bool, dict]:
         assert self._mg is not None and self._memory is not None
-        mg, memory = self._mg, self._memory
+        mg, memory, sight = self._mg, self._memory, self._sight
         reward, terminated, truncated = 0.0, False, False
         if through_door:
             actions = [*actions, Actions.forward]  # step out of the doorway where the way is free
         for i, act in enumerate(actions):
             if through_door and i == len(actions) - 1 and self._primitive_error(Actions.forward):
                 break
-            obs, reward, terminated, truncated, _ = mg.step(act)
-            if act in (Actions.pickup, Actions.drop, Actions.toggle):
+            if act in _CHANGES_GRID or sight is None:
+                obs, reward, terminated, truncated, _ = mg.step(act)
+                if sight is not None:
+                    sight.invalidate()
+            else:
+                # minigrid's own step, its observation computed from the cached grid encoding (sight.py):
+                # the same image, without rebuilding the view object by object.
+                mg.gen_obs = sight.gen_obs
+                try:
+                    obs, reward, terminated, truncated, _ = mg.step(act)
+                finally:
+                    del mg.gen_obs
+            if act in _CHANGES_GRID:
                 memory.rescan()
             memory.observe(obs["image"])
             if terminated or truncated:
@@ -305,12 +327,12 @@ class BabyAIEnv(TextEnv):
             lines.append("In view: nothing but floor and walls.")
         if remembered:
             lines.append("Remembered, out of view: " + "; ".join(self._phrase(k) for k in remembered) + ".")
-        front = self._mg.grid.get(*self._mg.front_pos)
+        front = self._front()
         if front is not None and front.type == "wall":
             lines.append("A wall is right in front of you.")
         carrying = self._mg.carrying
         lines.append(f"You carry a {object_label(carrying)}." if carrying is not None else "You carry nothing.")
-        actions = self._available(known)
+        actions = self._available(known, front)
         if self.show_actions if list_actions is None else list_actions:
             lines.append("Available actions: " + ", ".join(actions) + ".")
         return "\n".join(lines), actions
@@ -324,10 +346,17 @@ class BabyAIEnv(TextEnv):
         )
         return f"{k.name}{state}, {relative_position(k.ahead, k.right)}"
 
-    def _available(self, known: list[KnownObject]) -> list[str]:
+    def _front(self) -> WorldObj | None:
+        """What is right in front of the agent: `grid.get(*front_pos)` without numpy's per-call cost."""
         assert self._mg is not None
         mg = self._mg
-        front, carrying = mg.grid.get(*mg.front_pos), mg.carrying
+        x, y = mg.agent_pos
+        dx, dy = _DIRS[mg.agent_dir]
+        return mg.grid.get(int(x) + dx, int(y) + dy)
+
+    def _available(self, known: list[KnownObject], front: WorldObj | None) -> list[str]:
+        assert self._mg is not None
+        carrying = self._mg.carrying
         actions = ["turn left", "turn right"]
         if front is None or front.can_overlap():
             actions.append("move forward")
@@ -355,8 +384,7 @@ class BabyAIEnv(TextEnv):
 
     def _primitive_error(self, action: Actions) -> str | None:
         assert self._mg is not None
-        mg = self._mg
-        front, carrying = mg.grid.get(*mg.front_pos), mg.carrying
+        front, carrying = self._front(), self._mg.carrying
         if action == Actions.forward and front is not None and not front.can_overlap():
             return f"a {object_label(front) if front.type != 'wall' else 'wall'} is in the way."
         if action == Actions.pickup:
@@ -379,7 +407,7 @@ class BabyAIEnv(TextEnv):
     def _primitive_message(self, action: Actions) -> str:
         assert self._mg is not None
         mg = self._mg
-        front = mg.grid.get(*mg.front_pos)
+        front = self._front()
         if action == Actions.pickup:
             return f"You picked up the {object_label(front)}."
         if action == Actions.drop:
@@ -440,6 +468,8 @@ class BabyAIEnv(TextEnv):
         for backend in self._backends.values():
             backend.close()
         self._backends.clear()
+        self._sights.clear()
         self._mg = None
         self._memory = None
+        self._sight = None
         super().close()

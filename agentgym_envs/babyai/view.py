@@ -27,6 +27,8 @@ _VIEW = 7
 _AHEAD = (_VIEW - 1) - np.arange(_VIEW)[None, :].repeat(_VIEW, 0)
 _RIGHT = np.arange(_VIEW)[:, None].repeat(_VIEW, 1) - _VIEW // 2
 _OFFSETS = []
+#: DIR_TO_VEC as Python ints.
+_DIRS = [(int(dx), int(dy)) for dx, dy in DIR_TO_VEC]
 for _d in range(4):
     _f = DIR_TO_VEC[_d]
     _r = np.array((-_f[1], _f[0]))
@@ -72,6 +74,10 @@ def relative_position(ahead: int, right: int) -> str:
     return " and ".join(parts) or "where you stand"
 
 
+def _row_order(row: tuple) -> tuple:
+    return row[:3]  # distance, then x, then y
+
+
 class ObjectMemory:
     """The seen cells of one episode and the objects in them."""
 
@@ -102,19 +108,20 @@ class ObjectMemory:
 
     def known(self) -> list[KnownObject]:
         """Every seen object still on the grid, nearest first, numbered per colour and type."""
-        x0, y0 = self.env.agent_pos
-        fx, fy = DIR_TO_VEC[self.env.agent_dir]
+        x0, y0 = (int(v) for v in self.env.agent_pos)  # Python ints: numpy scalars are slow one at a time
+        fx, fy = _DIRS[self.env.agent_dir]
+        seen = self.seen
         rows = []
         for obj, (x, y) in self.objects:
-            if self.seen[x, y]:
-                ahead, right = (x - x0) * fx + (y - y0) * fy, (x - x0) * -fy + (y - y0) * fx
+            if seen[x, y]:
+                ahead, right = (x - x0) * fx + (y - y0) * fy, (y - y0) * fx - (x - x0) * fy
                 rows.append((abs(ahead) + abs(right), x, y, ahead, right, obj))
-        rows.sort(key=lambda row: row[:3])
+        rows.sort(key=_row_order)
         counts: dict[tuple[str, str], int] = {}
         known = []
+        visible = self.visible
         for _, x, y, ahead, right, obj in rows:
             key = (obj.color, obj.type)
-            counts[key] = counts.get(key, 0) + 1
-            name = f"{obj.color} {obj.type} {counts[key]}"
-            known.append(KnownObject(name, obj, (x, y), int(ahead), int(right), (x, y) in self.visible))
+            count = counts[key] = counts.get(key, 0) + 1
+            known.append(KnownObject(f"{obj.color} {obj.type} {count}", obj, (x, y), ahead, right, (x, y) in visible))
         return known
