@@ -18,6 +18,14 @@ are shared with other work. SciWorld runs `--sciworld-episodes` episodes, a JVM 
 resident memory is recorded).
 
     python benchmarks/async_rollout.py [--scenarios sciworld webarena] [--episodes 64] [--sciworld-episodes 32]
+
+`--policy model` measures continuous batching: the replies come from the HF cached sampler over a tiny
+random-init model (no simulated latency; the decode is the generator's time) in three arms, lockstep, async
+by whole generator calls and async-continuous (rows join and leave the sampler's decode between decode
+steps); with `babyai-remote` every turn waits 50-600 ms, replies that do not parse too:
+
+    python benchmarks/async_rollout.py --policy model --scenarios babyai-remote --episodes 32 --rounds 3 \
+        --out benchmarks/results/async_rollout_continuous.json
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import gymnasium as gym
 
 import agentgym_envs  # noqa: F401
 from agentgym_train.rollout import RolloutEngine, Task
+from agentgym_train.rollout.backends.cached import CachedSampler
 from agentgym_train.tiny import TinyModelConfig, build_tiny_model, load_model
 
 SCENARIOS = {
@@ -60,8 +69,12 @@ class RemoteStep(gym.Wrapper):
         super().__init__(env)
         self.delays = random.Random(next(self.made))
 
+    #: Off where the whole turn waits instead (`ExpertEngine.remote_turns`).
+    enabled = True
+
     def step(self, action: str) -> Any:
-        time.sleep(self.delays.uniform(0.05, 0.6))
+        if self.enabled:
+            time.sleep(self.delays.uniform(0.05, 0.6))
         return self.env.step(action)
 
 
@@ -75,9 +88,19 @@ gym.register(id="AgentGymBench/RemoteBabyAI-v0", entry_point=_remote_babyai)
 class ExpertEngine(RolloutEngine):
     """The rollout engine, keeping each episode's expert and latest observation for `ExpertPolicy`."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, remote_turns: bool = False, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.experts: dict[tuple[int, ...], list[Any]] = {}  # prompt ids -> [expert, observation, info]
+        #: Every turn waits as `RemoteStep` does, replies that do not parse too (the whole turn is remote): a
+        #: random-init model's replies seldom parse, and the wrapper answers those without stepping the env.
+        self.remote_turns = remote_turns
+
+    def _make(self, env_id: str) -> Any:
+        env = super()._make(env_id)
+        if self.remote_turns:
+            step, delays = env.step, random.Random(next(RemoteStep.made))
+            env.step = lambda reply: time.sleep(delays.uniform(0.05, 0.6)) or step(reply)
+        return env
 
     def _episode(self, env: Any, task: Task, observation: str, info: dict[str, Any]) -> Any:
         episode = super()._episode(env, task, observation, info)
@@ -122,6 +145,19 @@ class ExpertPolicy:
         return out
 
 
+class ModelPolicy(CachedSampler):
+    """The HF cached sampler over a tiny random-init model (`--policy model`), logging each call's size
+    (per-batch calls) and, in continuous mode, its stream's joins and decode steps."""
+
+    def __init__(self, model: Any, tokenizer: Any, temperature: float):
+        super().__init__(model, tokenizer.pad_token_id, [tokenizer.eos_token_id], temperature=temperature)
+        self.calls: list[int] = []
+
+    def __call__(self, contexts: list[list[int]], max_new_tokens: int, stop: Any = None) -> Any:
+        self.calls.append(len(contexts))
+        return super().__call__(contexts, max_new_tokens, stop)
+
+
 def tasks_for(name: str, env_id: str, count: int) -> list[Task]:
     if name == "sciworld":  # the packaged gold paths: spread over the 30 task types
         from agentgym_envs.sciworld.gold import sample_tasks
@@ -137,14 +173,17 @@ def tasks_for(name: str, env_id: str, count: int) -> list[Task]:
     return [Task(env_id, t, "test", 0) for t in ids]
 
 
-def play(engine: ExpertEngine, policy: ExpertPolicy, tasks: list[Task]) -> dict[str, Any]:
+def play(engine: ExpertEngine, policy: Any, tasks: list[Task]) -> dict[str, Any]:
     policy.calls = []
     engine.experts.clear()
     started = time.perf_counter()
     episodes = engine.run(tasks, policy)
     wall = time.perf_counter() - started
     generation = engine.timing["generation"]
+    stream = dict(getattr(policy, "stream_stats", {})) if engine.last_mode == "async" and not policy.calls else {}
     return {
+        **{f"stream_{k}": v for k, v in stream.items()},
+        "sampled_tokens": sum(sum(e.env_mask) for e in episodes),
         "wall_s": wall,
         "episodes_per_s": len(episodes) / wall,
         "generator_idle_share": 1.0 - generation / wall,
@@ -169,51 +208,79 @@ def jvm_memory(engine: ExpertEngine) -> dict[str, float] | None:
     return {"jvms": len(sizes), "rss_mb_mean": statistics.fmean(sizes), "rss_mb_max": max(sizes)} if sizes else None
 
 
-def scenario(name: str, count: int, args: argparse.Namespace, tokenizer: Any) -> dict[str, Any]:
+def set_arm(engine: RolloutEngine, policy: Any, arm: str) -> None:
+    """Lockstep, async (a generator call per batch of ready episodes) or async-continuous (rows join and leave
+    the cached sampler's decode between steps)."""
+    engine.rollout_mode = "lockstep" if arm == "lockstep" else "async"
+    if isinstance(policy, CachedSampler):
+        policy.continuous = arm == "async-continuous"
+
+
+def scenario(name: str, count: int, args: argparse.Namespace, tokenizer: Any, model: Any = None) -> dict[str, Any]:
     env_id, env_kwargs, fallback, max_turns = SCENARIOS[name]
     tasks = tasks_for(name, env_id, count)
     engine = ExpertEngine(
         tokenizer,
         max_turns=max_turns,
         max_completion_length=1 << 20,
-        max_turn_tokens=256,
+        max_turn_tokens=args.reply_tokens if model is not None else 256,
         env_kwargs=env_kwargs,
         num_env_workers=args.workers,
         env_timeout=600,
+        remote_turns=model is not None and name == "babyai-remote",
     )
-    policy = ExpertPolicy(engine, tokenizer, fallback, args.latencies[0], args.per_context)
+    RemoteStep.enabled = not engine.remote_turns
+    if model is not None:
+        policy: Any = ModelPolicy(model, tokenizer, args.temperature)
+        arms = ("lockstep", "async", "async-continuous")
+        latencies = [0.0]  # no simulated latency: the model's own decode is the generator's time
+    else:
+        policy = ExpertPolicy(engine, tokenizer, fallback, args.latencies[0], args.per_context)
+        arms = ("lockstep", "async")
+        latencies = args.webarena_latencies if name == "webarena" else args.latencies
     result: dict[str, Any] = {"env_id": env_id, "episodes": count, "max_turns": max_turns, "latencies": {}}
     try:
-        for mode in ("async", "lockstep"):  # starts every env (JVMs, browser contexts), warms the JIT; not measured
+        for mode in reversed(arms):  # starts every env (JVMs, browser contexts), warms the JIT; not measured
             started = time.perf_counter()
-            engine.rollout_mode = mode
+            set_arm(engine, policy, mode)
             warm = play(engine, policy, tasks)
             print(f"{name}: warm-up ({mode}) {time.perf_counter() - started:.1f} s, success {warm['success']:.2f}")
-        for latency in args.webarena_latencies if name == "webarena" else args.latencies:
+        for latency in latencies:
             policy.latency = latency
-            runs: dict[str, list[dict[str, Any]]] = {"lockstep": [], "async": []}
-            for k in range(args.rounds):  # ABBA: lockstep first in even rounds, async first in odd ones
-                for mode in ("lockstep", "async") if k % 2 == 0 else ("async", "lockstep"):
-                    engine.rollout_mode = mode
+            runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in arms}
+            for k in range(args.rounds):  # ABBA: lockstep first in even rounds, last in odd ones
+                for mode in arms if k % 2 == 0 else tuple(reversed(arms)):
+                    set_arm(engine, policy, mode)
                     runs[mode].append(play(engine, policy, tasks))
                     run = runs[mode][-1]
                     print(
-                        f"{name} latency {latency} {mode:8s} {run['episodes_per_s']:.3f} episodes/s, idle "
+                        f"{name} latency {latency} {mode:16s} {run['episodes_per_s']:.3f} episodes/s, idle "
                         f"{run['generator_idle_share']:.2f}, {run['generator_calls']} calls x "
                         f"{run['contexts_per_call']:.1f}, load {run['load_1min_after']:.1f}",
                         flush=True,
                     )
-            arms = {mode: _mean(rows) for mode, rows in runs.items()}
+            means = {mode: _mean(rows) for mode, rows in runs.items()}
             ratios = [
                 a["episodes_per_s"] / b["episodes_per_s"] for a, b in zip(runs["async"], runs["lockstep"], strict=True)
             ]
             result["latencies"][str(latency)] = {
-                "arms": arms,
+                "arms": means,
                 "runs": runs,
-                "speedup_episodes_per_s": arms["async"]["episodes_per_s"] / arms["lockstep"]["episodes_per_s"],
+                "speedup_episodes_per_s": means["async"]["episodes_per_s"] / means["lockstep"]["episodes_per_s"],
                 "speedup_per_round": ratios,
                 "speedup_median_of_rounds": statistics.median(ratios),
             }
+            if "async-continuous" in runs:
+                at = result["latencies"][str(latency)]
+                for base in ("lockstep", "async"):
+                    per_round = [
+                        a["episodes_per_s"] / b["episodes_per_s"]
+                        for a, b in zip(runs["async-continuous"], runs[base], strict=True)
+                    ]
+                    at[f"continuous_over_{base}"] = (
+                        means["async-continuous"]["episodes_per_s"] / means[base]["episodes_per_s"]
+                    )
+                    at[f"continuous_over_{base}_per_round"] = per_round
         result["jvm_memory"] = jvm_memory(engine)
     finally:
         engine.close()
@@ -238,17 +305,54 @@ def main() -> None:
     parser.add_argument("--per-context", type=float, default=0.002, help="simulated seconds per context in a call")
     parser.add_argument("--workers", type=int, default=64, help="env calls at once (num_env_workers)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--policy",
+        choices=["expert", "model"],
+        default="expert",
+        help="expert replies after a simulated latency, or the HF cached sampler over a tiny random-init model "
+        "(arms lockstep, async and async-continuous)",
+    )
+    parser.add_argument("--model-size", type=int, nargs=2, default=[64, 2], help="--policy model: hidden size, layers")
+    parser.add_argument("--reply-tokens", type=int, default=24, help="--policy model: reply budget (max_turn_tokens)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="--policy model: sampling temperature")
+    parser.add_argument("--load-note", default="", help="what else ran on the machine (recorded in the JSON)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "async_rollout.json"))
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:  # a byte-level tokenizer with a chat template; no weights used
-        config = TinyModelConfig(vocab_size=512, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                 num_key_value_heads=1, intermediate_size=32)  # fmt: skip
-        _, tokenizer = load_model(build_tiny_model(tmp, config, texts=["Action: look around", "click [12]"]))
+    model = None
+    with tempfile.TemporaryDirectory() as tmp:  # a byte-level tokenizer with a chat template
+        if args.policy == "model":  # weights used too: a tiny random-init model, on one torch thread
+            import torch
+
+            torch.set_num_threads(1)
+            torch.manual_seed(0)
+            hidden, layers = args.model_size
+            shape = {"hidden_size": hidden, "num_hidden_layers": layers, "intermediate_size": 2 * hidden}
+            config = TinyModelConfig(vocab_size=512, num_attention_heads=4, num_key_value_heads=2, **shape)
+        else:
+            config = TinyModelConfig(vocab_size=512, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                     num_key_value_heads=1, intermediate_size=32)  # fmt: skip
+        model, tokenizer = load_model(build_tiny_model(tmp, config, texts=["Action: look around", "click [12]"]))
+        if args.policy == "expert":
+            model = None
     result: dict[str, Any] = {
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_before": os.getloadavg()},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_before": os.getloadavg(),
+            "load_note": args.load_note,
+        },
         "policy": {
-            "kind": "expert replies",
+            "kind": "expert replies" if model is None else "HF cached sampler, tiny random-init model",
+            "model": None
+            if model is None
+            else {
+                "hidden_size": args.model_size[0],
+                "layers": args.model_size[1],
+                "reply_tokens": args.reply_tokens,
+                "temperature": args.temperature,
+                "torch_threads": 1,
+            },
             "latencies_s": args.latencies,
             "webarena_latencies_s": args.webarena_latencies,
             "per_context_s": args.per_context,
@@ -259,7 +363,7 @@ def main() -> None:
     }
     for name in args.scenarios:
         count = args.sciworld_episodes if name == "sciworld" else args.episodes
-        result["scenarios"][name] = scenario(name, count, args, tokenizer)
+        result["scenarios"][name] = scenario(name, count, args, tokenizer, model)
         result["scenarios"][name]["load_after"] = os.getloadavg()
     result["machine"]["load_after"] = os.getloadavg()
     print(
@@ -269,10 +373,13 @@ def main() -> None:
         for latency, at in res["latencies"].items():
             for mode, arm in at["arms"].items():
                 print(
-                    f"{name:10s} {latency:>5s} s {mode:9s} {arm['episodes_per_s']:10.3f} "
+                    f"{name:10s} {latency:>5s} s {mode:16s} {arm['episodes_per_s']:10.3f} "
                     f"{arm['generator_idle_share']:6.2f} {arm['generator_calls']:6.0f} {arm['contexts_per_call']:8.1f}"
                 )
             print(f"{name:10s} {latency:>5s} s async/lockstep: {at['speedup_episodes_per_s']:.2f}x")
+            for base in ("lockstep", "async"):
+                if f"continuous_over_{base}" in at:
+                    print(f"{name:10s} {latency:>5s} s async-continuous/{base}: {at[f'continuous_over_{base}']:.2f}x")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
 
