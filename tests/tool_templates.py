@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "train"))  # chat_families
+sys.path.insert(0, str(Path(__file__).resolve().parent / "train" / "support"))  # chat_families
 
 from chat_families import FAMILIES, build_tokenizer
 

@@ -17,15 +17,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # workers share the cores: one torch 
     import torch
 
     torch.set_num_threads(1)
-sys.path.insert(0, str(Path(__file__).parent))  # toy_env
+sys.path.insert(0, str(Path(__file__).parent / "support"))  # the shared helpers, stand-ins and jobs
 
 from train_helpers import BABYAI, ENV_KWARGS
 
 
 @pytest.fixture
 def server() -> Iterator[Any]:
-    """A stand-in OpenAI-compatible chat server on a loopback port (`test_endpoint.ChatServer`)."""
-    from test_endpoint import ChatServer
+    """A stand-in OpenAI-compatible chat server on a loopback port (`chat_server.ChatServer`)."""
+    from chat_server import ChatServer
 
     chat = ChatServer()
     thread = threading.Thread(target=chat.serve_forever, daemon=True)

@@ -46,7 +46,7 @@ def test_paper_config_matches_the_papers_script(scenario: str) -> None:
     assert args.save_steps == 25 * updates_per_rollout  # trainer.save_freq=25 rollout batches
     # verl's defaults the scripts keep: grad_clip, clip_ratio, entropy_coeff; agentgym.timeout=600
     assert (args.max_grad_norm, args.epsilon, args.entropy_coef, args.env_timeout) == (1.0, 0.2, 0.001, 600.0)
-    # micro-batches of one episode, each its token mean (tests/train/test_loss_weights.py): TRL's grpo
+    # micro-batches of one episode, each its token mean (tests/train/trainers/test_loss_weights.py): TRL's grpo
     assert (args.per_device_train_batch_size, args.loss_type) == (1, "grpo")
     assert args.vllm_importance_sampling_mode == "token_truncate"  # per token: no long episode dropped whole
     # kl_loss_type=low_var_kl is verl's plain k3; TRL's default multiplies it by pi/pi_old

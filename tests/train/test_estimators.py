@@ -9,12 +9,12 @@ from __future__ import annotations
 import functools
 import statistics
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 from train_helpers import grpo_args
+from trainer_stand_ins import TokenValues
 
 from agentgym_train.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
@@ -140,19 +140,6 @@ def test_reinforce_pp_folds_the_k1_kl_into_the_reward_and_trains(
     assert logged and logged[0]["kl"] != 0.0
 
 
-class TokenValues(torch.nn.Module):
-    """A stand-in critic: the value at a position is a fixed number per token id (a lookup table)."""
-
-    def __init__(self, vocab_size: int):
-        super().__init__()
-        self.table = torch.nn.Embedding(vocab_size, 1)
-        with torch.no_grad():
-            self.table.weight.copy_(torch.linspace(-1.0, 1.0, vocab_size).unsqueeze(1))
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> Any:
-        return SimpleNamespace(logits=self.table(input_ids))
-
-
 def test_ppo_pays_the_weighted_reward_on_the_last_model_token_and_reads_values_before_each_token(
     tiny_babyai: Path, tmp_path: Path
 ) -> None:
@@ -205,7 +192,7 @@ def test_ppo_pays_the_weighted_reward_on_the_last_model_token_and_reads_values_b
 @pytest.mark.slow
 @pytest.mark.parametrize("estimator", ["reinforce++", "reinforce++_baseline", "rloo"])
 def test_estimator_learns_the_toy_task(toy_model: Path, tmp_path: Path, estimator: str) -> None:
-    from test_learning import train
+    from toy_training import train
 
     config = functools.partial(MultiTurnGRPOConfig, advantage_estimator=estimator)
     before, after = train(MultiTurnGRPOTrainer, toy_model, tmp_path, config)

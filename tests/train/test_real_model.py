@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import toy_env
-from test_rollout import spans
+from token_path import spans
 from train_helpers import BABYAI, ENV_KWARGS
 
 from agentgym_train.rollout import RolloutEngine, Task

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 import torch
-from test_estimators import TokenValues
 from train_helpers import grpo_args
+from trainer_stand_ins import TokenValues
 
 from agentgym_train import estimators as adv
 from agentgym_train.tiny import load_model

@@ -6,7 +6,7 @@ turn only the new tokens (the last sampled token and the rendered observation) a
 to the cache. Episodes of one batch grow by different amounts, so the cache gets masked holes; the
 attention mask hides them and explicit position ids count only real tokens, so every token sees
 exactly the context and positions it would in one unpadded forward pass (what the trainer
-recomputes; `tests/train/test_rollout.py` checks the logprobs agree).
+recomputes; `tests/train/rollout/test_rollout.py` checks the logprobs agree).
 
 Holes are repacked between turns: when more than a quarter of the cache's columns are holes, each
 row's real columns are moved together (right-aligned, order kept), so a cache is as wide as its

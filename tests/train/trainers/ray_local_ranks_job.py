@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # train_helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # train_helpers
 
 
 def gcs_servers() -> list[int]:

@@ -17,7 +17,8 @@ from agentgym_envs.cluster import join_local_cluster
 from agentgym_envs.cluster.local import namespace_pids
 
 pytest.importorskip("ray")
-TRAIN = Path(__file__).resolve().parents[1]
+SUPPORT = Path(__file__).resolve().parents[1] / "support"  # train_helpers
+JOB = Path(__file__).resolve().parent / "ray_local_ranks_job.py"
 
 
 def no_ray_init(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,8 +70,8 @@ def test_two_training_processes_on_local_ray_share_one_cluster(tiny_babyai: Path
     if allowed.returncode != 0:
         pytest.skip(f"`unshare -n` is not permitted here: {allowed.stderr.strip()}")
     launch = (
-        f"import sys; sys.path.insert(0, {str(TRAIN)!r}); from train_helpers import launch_two_processes; "
-        f"launch_two_processes('trainers/ray_local_ranks_job.py', {str(tiny_babyai)!r}, {str(tmp_path)!r}, "
+        f"import sys; sys.path.insert(0, {str(SUPPORT)!r}); from train_helpers import launch_two_processes; "
+        f"launch_two_processes({str(JOB)!r}, {str(tiny_babyai)!r}, {str(tmp_path)!r}, "
         "timeout=900)"
     )
     script = f"ip link set lo up && exec {shlex.quote(sys.executable)} -c {shlex.quote(launch)}"

@@ -12,10 +12,10 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from test_endpoint import ChatServer
+from chat_server import ChatServer
 from train_helpers import BABYAI, ENV_KWARGS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: tool_templates
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: tool_templates
 from tool_templates import SYNTAX, TOOL_TURN, tool_tokenizer
 
 import agentgym_envs  # noqa: F401

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_endpoint import ChatServer
+from chat_server import ChatServer
 
 from agentgym_train.cli import main
 from agentgym_train.evaluation import protocol
@@ -181,7 +181,7 @@ def test_a_local_model_plays_under_the_protocols_limits(tiny_babyai: Path) -> No
         run_protocol("tiny", model=model)
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _between(page: str, name: str) -> str:

@@ -183,7 +183,7 @@ def test_ppo_refuses_dynamic_sampling_and_turn_samples(tmp_path: Path) -> None:
         args = MultiTurnPPOConfig(output_dir=str(tmp_path), env_id=toy_env.ENV_ID, **setting)
         with pytest.raises(ValueError, match=why):
             check_settings(args)
-    demo = Path(__file__).parents[2] / "agentgym_train" / "configs" / "babyai_demo.yaml"
+    demo = Path(__file__).parents[3] / "agentgym_train" / "configs" / "babyai_demo.yaml"
     _, grpo = load_configs(demo, ["--dynamic_sampling", "true", "--sample_unit", "turn", "--context", "window:2"])
     assert grpo.dynamic_sampling and grpo.sample_unit == "turn" and grpo.context == "window:2"
 

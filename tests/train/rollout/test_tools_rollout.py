@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: tool_templates
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: tool_templates
 from tool_templates import SYNTAX, tool_tokenizer
 
 import agentgym_envs  # noqa: F401

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import torch
 import toy_env
-from test_resume import StopAt
 from train_helpers import grpo_args, launch_two_processes, rank_reports
+from trainer_stand_ins import StopAt
 
 from agentgym_train.rollout import Task, make_generator
 from agentgym_train.rollout.versioned import ENV_VERSION, VersionedEngine, VersionedGenerator, correction_weights

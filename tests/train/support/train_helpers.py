@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 BABYAI = "AgentGym/BabyAI-GoToLocal-v0"
+#: The shipped accelerate configs (FSDP, DeepSpeed ZeRO, DDP).
+ACCELERATE_CONFIGS = Path(__file__).resolve().parents[3] / "agentgym_train" / "configs" / "accelerate"
 ENV_KWARGS = {"show_actions": False}
 
 
@@ -36,7 +38,7 @@ def grpo_args(output_dir: Path, **overrides: Any) -> Any:
 
 
 def close_process_group() -> None:
-    """The end of a multi-process job (`tests/train/*_job.py`), once its report is written: the pipeline's
+    """The end of a multi-process job (`tests/train/support/*_job.py`), once its report is written: the pipeline's
     `end_processes`, then an exit that skips the interpreter's teardown. Even with the group ended, a CPU
     process aborted in that teardown now and then on a loaded machine (`terminate called without an active
     exception`, twice in one CI run), failing a job whose work was done."""
@@ -52,9 +54,9 @@ def close_process_group() -> None:
 
 
 def launch_two_processes(job: str, *args: str | Path, config: Path | None = None, timeout: float = 600) -> None:
-    """Run `tests/train/<job> ARGS` as 2 CPU processes over gloo under `accelerate launch`: plain DDP, or the
-    accelerate `config` file (one written for 2 processes). A run past `timeout` fails the test as a likely
-    collective hang, a failing run with the end of its stderr."""
+    """Run `tests/train/support/<job> ARGS` (or the job at an absolute path) as 2 CPU processes over gloo under
+    `accelerate launch`: plain DDP, or the accelerate `config` file (one written for 2 processes). A run past
+    `timeout` fails the test as a likely collective hang, a failing run with the end of its stderr."""
     import contextlib
     import os
     import shutil
@@ -91,3 +93,16 @@ def launch_two_processes(job: str, *args: str | Path, config: Path | None = None
 def rank_reports(folder: Path) -> list[dict]:
     """What each of a 2-process job's ranks wrote (FOLDER/rank-<r>.json)."""
     return [json.loads((Path(folder) / f"rank-{r}.json").read_text()) for r in (0, 1)]
+
+
+def cpu_config(name: str, tmp_path: Path, precision: str = "no") -> Path:
+    """The shipped accelerate config `name` for 2 processes (`precision`: accelerate's mixed_precision; on this
+    GPU-less machine they run on the CPU over gloo; sharded_job.py and critic_job.py make accelerate apply its
+    FSDP and DeepSpeed plugins there)."""
+    import yaml
+
+    config = yaml.safe_load((ACCELERATE_CONFIGS / name).read_text())
+    config.update(num_processes=2, mixed_precision=precision)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(config))
+    return path

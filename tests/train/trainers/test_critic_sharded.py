@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
-from train_helpers import launch_two_processes, rank_reports
+from train_helpers import cpu_config, launch_two_processes, rank_reports
 
-CONFIGS = Path(__file__).parents[2] / "agentgym_train" / "configs" / "accelerate"
 #: A 2-process PPO step takes ~30 s here; a hang (ranks waiting in different collectives) fails the test.
 TIMEOUT = 300
 
@@ -21,12 +19,10 @@ def run_job(
 ) -> tuple[Path, list[dict], list[dict]]:
     """critic_job.py under the shipped accelerate config for 2 processes (`precision`: accelerate's
     mixed_precision); each rank's report and tensors."""
-    config = yaml.safe_load((CONFIGS / config_name).read_text())
-    config.update(num_processes=2, mixed_precision=precision)
-    config_path = tmp_path / config_name
-    config_path.write_text(yaml.safe_dump(config))
     out = tmp_path / "run"
-    launch_two_processes("critic_job.py", model_dir, out, config=config_path, timeout=TIMEOUT)
+    launch_two_processes(
+        "critic_job.py", model_dir, out, config=cpu_config(config_name, tmp_path, precision), timeout=TIMEOUT
+    )
     reports = rank_reports(out)
     tensors = [torch.load(out / f"rank-{r}.pt", weights_only=True) for r in (0, 1)]
     return out, reports, tensors

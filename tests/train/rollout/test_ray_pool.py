@@ -21,7 +21,7 @@ from agentgym_envs.cluster import check_bind_address, resources_for
 from agentgym_envs.cluster.local import namespace_pids
 
 pytest.importorskip("ray")
-HERE = Path(__file__).parent
+SUPPORT = Path(__file__).resolve().parents[1] / "support"  # ray_cluster_job.py and what it imports
 
 
 def lost_on_its_actor(error: str) -> bool:
@@ -120,9 +120,9 @@ def test_envs_on_a_two_node_ray_cluster_match_in_process_envs_and_survive_a_lost
     if reason is not None:
         pytest.skip(reason)
     out = tmp_path / "report.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run(
-        ["unshare", "-n", sys.executable, str(HERE / "ray_cluster_job.py"), str(tiny_babyai), str(out)],
+        ["unshare", "-n", sys.executable, str(SUPPORT / "ray_cluster_job.py"), str(tiny_babyai), str(out)],
         env=env,
         capture_output=True,
         text=True,

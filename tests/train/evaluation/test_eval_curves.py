@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_endpoint import ChatServer
+from chat_server import ChatServer
 from train_helpers import BABYAI, ENV_KWARGS
 
 from agentgym_train.cli import main

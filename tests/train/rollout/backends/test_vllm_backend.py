@@ -265,7 +265,7 @@ def test_sleep_mode_with_sharded_weights_and_uneven_episodes_pushes_once_per_rol
     """Colocated engines in sleep mode on 2 processes under FSDP2 or ZeRO-3 (each push gathers the shards over
     both), ranks whose episodes end at different turns and carry different stop sets: no hang (the
     per-call sleep of TRL's generate hung here past the limit), one push per rollout."""
-    from test_sharded import cpu_config
+    from train_helpers import cpu_config
     from vllm_job import SLEEP_EPISODES
 
     out = tmp_path / "out"

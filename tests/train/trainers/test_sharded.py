@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
-from train_helpers import launch_two_processes, rank_reports
+from train_helpers import cpu_config, launch_two_processes, rank_reports
 
-CONFIGS = Path(__file__).parents[2] / "agentgym_train" / "configs" / "accelerate"
 #: A 2-process step takes ~20 s here; a hang (ranks waiting in different collectives) fails the test.
 TIMEOUT = 180
 
@@ -22,16 +20,6 @@ def launch(config: Path, *job_args: str | Path, job: str = "sharded_job.py") -> 
     PRECISION) under `accelerate launch --config_file config`; return each rank's report (OUT/rank-<i>.json)."""
     launch_two_processes(job, *job_args, config=config, timeout=TIMEOUT)
     return rank_reports(Path(job_args[1]))
-
-
-def cpu_config(name: str, tmp_path: Path) -> Path:
-    """The shipped accelerate config `name` for 2 processes in fp32 (on this GPU-less machine they run on the
-    CPU over gloo; sharded_job.py makes accelerate apply its FSDP and DeepSpeed plugins there)."""
-    config = yaml.safe_load((CONFIGS / name).read_text())
-    config.update(num_processes=2, mixed_precision="no")
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def check_run(reports: list[dict], out: Path, initial_model: Path, lockstep: bool) -> None:

@@ -1,8 +1,8 @@
 """Continuous batching in async rollouts: rows join the HF cached sampler's decode between decode steps, and a
 reply whose row finished goes to its env step while the other rows still decode.
 
-The env is `test_async_rollout.DelayedEnv` (each step sleeps 0-24 ms, drawn from the task and the turn), so
-episodes come back from their envs at different times and join decodes that have started.
+The env is `delayed_env.DelayedEnv` (tests/train/support/; each step sleeps 0-24 ms, drawn from the task and the
+turn), so episodes come back from their envs at different times and join decodes that have started.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import torch
-from test_async_rollout import ENV_ID, TASKS, DelayedEnv, engine, fields
+from delayed_env import ENV_ID, TASKS, DelayedEnv, engine, fields
 
 from agentgym_train.rollout import Task, summarize
 from agentgym_train.rollout.backends.cached import CachedSampler

@@ -13,7 +13,7 @@ from train_helpers import BABYAI
 from agentgym_train.cli import main
 from agentgym_train.config_files import DEFAULT_CONFIG, packaged_configs
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_list_and_play_do_not_import_torch() -> None:

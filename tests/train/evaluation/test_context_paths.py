@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_endpoint import ChatServer
+from chat_server import ChatServer
 from train_helpers import BABYAI, ENV_KWARGS
 
 from agentgym_train import collect

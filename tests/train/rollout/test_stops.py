@@ -13,7 +13,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 import torch
-from test_rollout import check_token_path, spans
+from token_path import check_token_path, spans
 from train_helpers import BABYAI, ENV_KWARGS
 from vllm_standin import StandInVLLM
 

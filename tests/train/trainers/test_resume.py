@@ -11,23 +11,12 @@ from typing import Any
 import pytest
 import torch
 import toy_env
+from trainer_stand_ins import StopAt
 from transformers import TrainerCallback
 
 from agentgym_train.scheduler import MaxTurnScheduler
 from agentgym_train.tiny import load_model
 from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
-
-
-class StopAt(TrainerCallback):
-    """Stops training after `step` (the checkpoint of that step is still written): an interruption."""
-
-    def __init__(self, step: int):
-        self.step = step
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        if state.global_step == self.step:
-            control.should_training_stop = True
-        return control
 
 
 class AtTrainBegin(TrainerCallback):
