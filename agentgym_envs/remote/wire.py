@@ -82,9 +82,13 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+#: One encoder for every reply (`json.dumps` with options builds a new one per call; encoding is stateless).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_jsonable)
+
+
 def dumps(payload: Any) -> bytes:
     """Encode `payload` as compact JSON bytes (ASCII-escaped, so lone surrogates in texts survive)."""
-    return json.dumps(payload, separators=(",", ":"), default=_jsonable).encode()
+    return _ENCODER.encode(payload).encode()
 
 
 class RemoteEnvError(RuntimeError):

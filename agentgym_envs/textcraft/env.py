@@ -76,6 +76,10 @@ class TextCraftEnv(TextEnv):
     action_tools = textcraft_tools.TOOLS  # the actions as tools (action_format: tools)
     tool_instructions = textcraft_tools.INSTRUCTIONS
     splits = T.SPLITS
+    #: A server runs every TextCraft session on one worker thread (`remote.server.sessions`): a call is a few
+    #: microseconds of pure Python (no I/O, no other process, nothing bound to a thread), so more threads would
+    #: add only thread switches, which cost more than the calls.
+    shared_server_thread = True
     system_prompt = (
         "You are crafting an item in Minecraft. You start with an empty inventory and are given a list "
         "of crafting commands, some of which you will not need.\n"

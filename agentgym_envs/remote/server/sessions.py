@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import gc
 import itertools
 import logging
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 
 import agentgym_envs
 from agentgym_envs.remote import wire
@@ -50,6 +52,20 @@ REAPED_MEMORY = 65_536
 
 #: Seconds an env call (reset, step, expert, tasks) may run before its session is given up.
 DEFAULT_CALL_TIMEOUT = 300.0
+
+
+@functools.cache
+def _shares_a_thread(env_id: str) -> bool:
+    """Whether `env_id`'s class says its calls are short pure-Python work bound to no thread
+    (`shared_server_thread = True`, e.g. TextCraft): then every session of it runs on one worker thread.
+    Spread over threads, such calls gain nothing (they hold the GIL) and each batch pays a thread switch
+    per thread it touches, which costs more than the calls themselves."""
+    entry_point = gym.registry[env_id].entry_point
+    try:
+        env_class = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    except Exception:  # an id whose class cannot be found fails when it is made, with the real error
+        return False
+    return getattr(env_class, "shared_server_thread", False) is True
 
 
 def _batch_error(error: ApiError) -> bytes:
@@ -132,6 +148,8 @@ class SessionManager:
         self._reaper: asyncio.Task | None = None
         self.started = time.monotonic()
         self.reaped = 0
+        #: The worker slot that every session of a `shared_server_thread` env runs on (None until the first).
+        self._shared_slot: int | None = None
 
     # ---- ids --------------------------------------------------------------------------------------
     def served(self) -> list[str]:
@@ -187,7 +205,12 @@ class SessionManager:
                 "TooManySessions",
             )
         self._pending += 1
-        slot = self.pool.assign()
+        if _shares_a_thread(env_id) and self._shared_slot is not None:
+            slot = self.pool.take(self._shared_slot)
+        else:
+            slot = self.pool.assign()
+            if _shares_a_thread(env_id):
+                self._shared_slot = slot
         try:
 
             def make() -> tuple[gym.Env, EnvDescription]:
@@ -366,22 +389,36 @@ class SessionManager:
             return out
 
         # Locks are taken in one global order, so that two batches sharing sessions cannot deadlock.
-        async with contextlib.AsyncExitStack() as stack:
+        # Taken one by one (an exit stack's context per lock costs more than a TextCraft step) and released
+        # in reverse order, whatever happens.
+        held: list[asyncio.Lock] = []
+        try:
             for _, session in sorted(found, key=lambda item: item[1].id):
-                await stack.enter_async_context(session.lock)
+                await session.lock.acquire()
+                held.append(session.lock)
             groups: dict[int, list[tuple[int, Session, Any]]] = {}
+            now = time.monotonic()
             for i, session in found:
                 if session.closed:
                     results[i] = _batch_error(
                         ApiError(404, f"session {session.id!r} was closed meanwhile", "SessionNotFound")
                     )
                     continue
-                session.last_used = time.monotonic()
+                session.last_used = now
                 groups.setdefault(session.slot, []).append((i, session, calls[i]))
-            done = await asyncio.gather(*(self._run_group(slot, run_group, items) for slot, items in groups.items()))
+            if len(groups) == 1:  # one thread (a `shared_server_thread` env): no task to gather
+                ((slot, items),) = groups.items()
+                done = [await self._run_group(slot, run_group, items)]
+            else:
+                done = await asyncio.gather(
+                    *(self._run_group(slot, run_group, items) for slot, items in groups.items())
+                )
             now = time.monotonic()
             for _, session in found:
                 session.last_used = now
+        finally:
+            for lock in reversed(held):
+                lock.release()
         for group in done:
             for i, reply in group:
                 results[i] = reply

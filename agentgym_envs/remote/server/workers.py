@@ -126,6 +126,13 @@ class WorkerPool:
         self._load[slot] += 1
         return slot
 
+    def take(self, slot: int) -> int:
+        """`slot` for a new session chosen by the caller (one more session on it); returns `slot`."""
+        if not 0 <= slot < self.size:
+            raise ValueError(f"no worker slot {slot}; the pool has slots 0 to {self.size - 1}")
+        self._load[slot] += 1
+        return slot
+
     def release(self, slot: int) -> None:
         """Forget one session of `slot` (it was closed)."""
         self._load[slot] = max(0, self._load[slot] - 1)
