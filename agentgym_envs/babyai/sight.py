@@ -60,7 +60,9 @@ def _mask(opaque: np.ndarray) -> np.ndarray:
     if mask is None:
         if len(_MASKS) >= _MAX_MASKS:
             _MASKS.clear()
-        mask = _MASKS[key] = visibility(opaque)
+        mask = visibility(opaque)
+        mask.flags.writeable = False  # shared by every env of the process (and their threads)
+        _MASKS[key] = mask
     return mask
 
 
