@@ -20,13 +20,22 @@ the sites add to the env's process beyond the browser, and building the bundled 
 instances; configs are built on first use), `gym.make` and the first reset. The issue's targets: a site
 starts in <= 1 s, a reset restores every site in <= 0.5 s, all sites take <= 150 MB.
 
+Where the memory goes (`browser_processes` of each run): PSS and USS of Chromium's processes by kind
+(browser, gpu-process, zygote, network and storage utilities, renderers) at the moment it is measured.
+
+`--compare-before TREE` (issue 39) measures only the memory, in fresh processes that alternate between
+this checkout and the package in `TREE` (e.g. a `git worktree` of an earlier commit): 1..N envs
+mid-episode in one browser, the PSS after each env is added and the processes by kind.
+
     python benchmarks/webarena_speed.py [--envs 1 4 8] [--episodes 2]
+    python benchmarks/webarena_speed.py --compare-before /tmp/webbefore --envs 4 --rounds 3 --out ...
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -34,7 +43,8 @@ import sys
 import time
 from pathlib import Path
 
-from agentgym_envs.webarena.browser.chromium import LAUNCH_ARGS, find_chromium
+from agentgym_envs.webarena.browser import chromium
+from agentgym_envs.webarena.browser.chromium import find_chromium
 from agentgym_envs.webarena.env import WebArenaEnv
 from agentgym_envs.webarena.sites import SITES, EmbeddedSites, resolve
 
@@ -67,6 +77,39 @@ def process_tree(pid: int) -> list[int]:
         tree.append(todo.pop())
         todo.extend(children.get(tree[-1], []))
     return tree
+
+
+def browser_args() -> list[str]:
+    """The switches the envs launch Chromium with (the baselines use the same browser)."""
+    launch_args = getattr(chromium, "launch_args", None)  # absent before issue 39 (--compare-before)
+    return launch_args() if launch_args else list(chromium.LAUNCH_ARGS)
+
+
+def process_kind(pid: int) -> str:
+    """Chromium's kind of process `pid` (its `--type`, the utility's service), `browser` for the main one."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").split()
+    kind = next((arg.removeprefix("--type=") for arg in argv if arg.startswith("--type=")), "browser")
+    service = next((arg.split("=", 1)[1] for arg in argv if arg.startswith("--utility-sub-type=")), None)
+    return f"{kind}:{service.rsplit('.', 1)[-1]}" if service else kind
+
+
+def processes_by_kind(pids: list[int]) -> dict[str, dict[str, float]]:
+    """Count, PSS and USS (MB) of `pids` by `process_kind` (processes that vanished are left out)."""
+    kinds: dict[str, dict[str, float]] = {}
+    for pid in pids:
+        try:
+            kind = process_kind(pid)
+            text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except (OSError, IndexError):
+            continue
+        if not text.strip():  # a zombie
+            continue
+        field = {k: int(v) / 1024 for k, v in re.findall(r"^(\w+):\s+(\d+) kB", text, re.MULTILINE)}
+        entry = kinds.setdefault(kind, {"count": 0, "pss_mb": 0.0, "uss_mb": 0.0})
+        entry["count"] += 1
+        entry["pss_mb"] += field["Pss"]
+        entry["uss_mb"] += field["Private_Clean"] + field["Private_Dirty"]
+    return dict(sorted(kinds.items()))
 
 
 def rss_mb() -> float:
@@ -170,7 +213,8 @@ def measure_envs(n: int, episodes: int) -> dict[str, float]:
                 if not info["valid_action"] or ((terminated or truncated) and not info["success"]):
                     raise RuntimeError(f"the expert failed on task {info['task_id']}: {observation[-300:]}")
                 if memory is None and len(steps) >= 2 * n:  # every env is mid-episode with a page open
-                    memory = pss_mb(process_tree(env.browser_pid()))
+                    pids = process_tree(env.browser_pid())
+                    memory, processes = pss_mb(pids), processes_by_kind(pids)
                 if terminated or truncated:
                     task_index += n
                     started = time.perf_counter()
@@ -191,6 +235,7 @@ def measure_envs(n: int, episodes: int) -> dict[str, float]:
         "resets": len(resets),
         "first_reset_median_s": statistics.median(first_resets),
         "browser_pss_mb": memory,
+        "browser_processes": processes,
         "browser_pid": pid,
     }
 
@@ -203,7 +248,7 @@ def measure_raw(clicks: int = 20) -> dict[str, float]:
     sites.start()
     times = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=find_chromium(), headless=True, args=list(LAUNCH_ARGS))
+        browser = pw.chromium.launch(executable_path=find_chromium(), headless=True, args=browser_args())
         context = browser.new_context(proxy={"server": sites.proxy})
         context.add_cookies(sites.cookies())  # the shop answers only a context with its secret
         page = context.new_page()
@@ -230,7 +275,7 @@ def measure_browser_per_env(n: int) -> float:
     with sync_playwright() as pw:
         browsers = []
         for _ in range(n):
-            browser = pw.chromium.launch(executable_path=find_chromium(), headless=True, args=list(LAUNCH_ARGS))
+            browser = pw.chromium.launch(executable_path=find_chromium(), headless=True, args=browser_args())
             context = browser.new_context(proxy={"server": sites.proxy})
             context.add_cookies(sites.cookies())
             context.new_page().goto("http://shop.test/")
@@ -247,19 +292,94 @@ def measure_browser_per_env(n: int) -> float:
     return total
 
 
+def measure_memory(n: int) -> dict:
+    """Memory only: `n` envs added one by one, each reset on a task of the next site and two expert steps
+    into it (so every env is mid-episode with a page open); the browser's PSS after each, and its processes
+    by kind with all `n` open."""
+    envs = [WebArenaEnv() for _ in range(n)]
+    tasks = spread_tasks(envs[0])
+    pss = []
+    try:
+        for i, env in enumerate(envs):
+            observation, info = env.reset(options={"task_id": tasks[i % len(tasks)]})
+            expert = env.make_expert()
+            for _ in range(2):
+                action = expert.act(observation, info)
+                if action.startswith("stop"):
+                    break
+                observation, _, _, _, info = env.step(action)
+            pids = process_tree(env.browser_pid())
+            pss.append(pss_mb(pids))
+        processes = processes_by_kind(pids)
+    finally:
+        for env in envs:
+            env.close()
+    return {
+        "package": str(Path(chromium.__file__).parents[3]),
+        "pss_mb_by_envs": pss,
+        "pss_per_extra_env_mb": (pss[-1] - pss[0]) / (n - 1) if n > 1 else None,
+        "processes": processes,
+    }
+
+
+def compare_before(before: str, n: int, rounds: int) -> dict:
+    """`measure_memory(n)` in fresh processes, alternating the package in `before` and this checkout."""
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    for _ in range(rounds):
+        for label in ("before", "after"):
+            env = dict(os.environ)
+            if label == "before":
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [before, env.get("PYTHONPATH")]))
+            child = subprocess.run(
+                [sys.executable, __file__, "--memory-child", str(n)],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=env,
+            )
+            runs[label].append(json.loads(child.stdout.strip().splitlines()[-1]))
+    result: dict = {"envs": n, "rounds": rounds, "before_tree": before, "runs": runs}
+    for label, measured in runs.items():
+        result[f"{label}_pss_per_extra_env_mb"] = [run["pss_per_extra_env_mb"] for run in measured]
+    before_mb = statistics.median(result["before_pss_per_extra_env_mb"])
+    after_mb = statistics.median(result["after_pss_per_extra_env_mb"])
+    result["summary"] = [
+        {
+            "measure": f"browser memory per extra env, {n} envs ({before_mb:.0f} -> {after_mb:.0f} MB PSS, medians)",
+            "ratio": before_mb / after_mb,
+            "baseline": f"the package in {before}",
+            "target": "<= 60 MB per extra env",
+            "met": after_mb <= 60,
+        }
+    ]
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--episodes", type=int, default=2, help="episodes per env")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "webarena_speed.json"))
     parser.add_argument("--quick", action="store_true", help="1 and 2 envs, 1 episode (agentgym bench --quick)")
+    parser.add_argument("--compare-before", metavar="TREE", help="memory only: this checkout against TREE")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --compare-before")
     parser.add_argument("--sites-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.envs, args.episodes = [1, 2], 1
 
     if args.sites_child:
         print(json.dumps(measure_sites()))
+        return
+    if args.memory_child:
+        print(json.dumps(measure_memory(args.memory_child)))
+        return
+    if args.compare_before:
+        result = compare_before(args.compare_before, max(args.envs), args.rounds)
+        print(json.dumps({key: value for key, value in result.items() if key != "runs"}, indent=2))
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2))
         return
     child = subprocess.run([sys.executable, __file__, "--sites-child"], capture_output=True, text=True, check=True)
     sites = json.loads(child.stdout.strip().splitlines()[-1])

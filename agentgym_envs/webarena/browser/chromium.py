@@ -37,6 +37,59 @@ LAUNCH_ARGS = (
     "--disable-sync",
     "--no-first-run",
 )
+#: Playwright's own `--disable-features` list (1.65). Chromium honours only the last `--disable-features`
+#: switch, and Playwright puts its own before ours, so ours repeats it to add to it rather than drop it
+#: (HttpsUpgrades, ThirdPartyStoragePartitioning, ...). A Playwright with another list is noticed at
+#: launch and the browser relaunched with both (`BrowserManager._launch`).
+PLAYWRIGHT_DISABLED_FEATURES = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync",
+    "DestroyProfileOnBrowserClose",
+    "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable",
+    "LensOverlay",
+    "MediaRouter",
+    "PaintHolding",
+    "ThirdPartyStoragePartitioning",
+    "AvoidCorsURLLoaderRestartOnRedirect",
+    "TcpPortRandomizationWin",
+    "OptimizationHints",
+    "NetworkTimeServiceQuerying",
+    "AimEnabled",
+    "PreconnectToSearch",
+    "msForceBrowserSignIn",
+    "msEdgeUpdateLaunchServicesPreferredVersion",
+)
+#: Browser UI that nobody sees in a headless browser: the address bar's drop-down (the omnibox popup, drawn
+#: as a WebUI page) and the preloading of such top-chrome WebUI pages. Chromium builds them for every
+#: window, and every browser context (one per env) gets a window of its own, so each env paid a renderer
+#: process for an invisible drop-down (about 40 MB PSS). Safe to turn off: they are the browser's own
+#: chrome, outside every page; no page, cookie, request, accessibility tree or action depends on them.
+HEADLESS_UI_FEATURES = (
+    "PreloadTopChromeWebUI",
+    "WebUIOmniboxPopup",
+    "WebUIOmniboxAimPopup",
+    "WebUIOmniboxFullPopup",
+)
+
+
+def launch_args(playwright_features: tuple[str, ...] = PLAYWRIGHT_DISABLED_FEATURES) -> list[str]:
+    """The switches we launch Chromium with: `LAUNCH_ARGS` and one `--disable-features` that keeps
+    Playwright's `playwright_features` and adds `HEADLESS_UI_FEATURES`."""
+    features = dict.fromkeys((*playwright_features, *HEADLESS_UI_FEATURES))
+    return [*LAUNCH_ARGS, "--disable-features=" + ",".join(features)]
+
+
+def disabled_features_of(pid: int) -> list[list[str]] | None:
+    """Each `--disable-features` list on the command line of process `pid`, in order (Chromium applies
+    only the last), or None where the command line cannot be read."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return None
+    prefix = "--disable-features="
+    return [arg.removeprefix(prefix).split(",") for arg in argv if arg.startswith(prefix)]
+
+
 #: Debian's `/usr/bin/chromium` is a shell script that sources /etc/chromium.d (API keys, extension
 #: flags, a noisy /dev/shm check) before running this binary; we run the binary directly.
 _DEBIAN_BINARY = "/usr/lib/chromium/chromium"
@@ -76,6 +129,7 @@ class BrowserManager:
         self._playwright: Any = None
         self._browser: Any = None
         self._executable: str | None = None
+        self._playwright_features = PLAYWRIGHT_DISABLED_FEATURES
         self.launches = 0
 
     # ---- the browser thread ---------------------------------------------------------------------
@@ -184,7 +238,7 @@ class BrowserManager:
             self._playwright = sync_playwright().start()
         try:
             self._browser = self._playwright.chromium.launch(
-                executable_path=executable, headless=True, args=list(LAUNCH_ARGS)
+                executable_path=executable, headless=True, args=launch_args(self._playwright_features)
             )
         except PlaywrightError:
             # The driver itself may be gone (it dies with the browser it was killed with): start afresh.
@@ -192,13 +246,31 @@ class BrowserManager:
             self._playwright = sync_playwright().start()
             try:
                 self._browser = self._playwright.chromium.launch(
-                    executable_path=executable, headless=True, args=list(LAUNCH_ARGS)
+                    executable_path=executable, headless=True, args=launch_args(self._playwright_features)
                 )
             except PlaywrightError as error:
                 self._stop()
                 raise RuntimeError(f"could not launch Chromium at {executable}: {error.message}") from error
         self._executable = executable
         self.launches += 1
+        missing = self._features_dropped()
+        if missing:
+            # Another Playwright disables features that our list lacks: keep them too, once and for all.
+            _log.info("Playwright also disables %s; relaunching Chromium with them kept", ", ".join(missing))
+            self._playwright_features = (*self._playwright_features, *missing)
+            self._browser.close()
+            self._browser = None
+            self._launch(executable)
+
+    def _features_dropped(self) -> list[str]:
+        """The features that Playwright's own `--disable-features` names and ours (the last, so the one
+        Chromium applies) does not; empty where the command line cannot be read."""
+        pid = self.browser_pid()
+        lists = disabled_features_of(pid) if pid is not None else None
+        if not lists or len(lists) < 2:
+            return []
+        applied = set(lists[-1])
+        return [feature for feature in lists[0] if feature and feature not in applied]
 
     def _stop(self) -> None:
         browser, playwright = self._browser, self._playwright
