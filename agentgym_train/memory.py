@@ -92,10 +92,10 @@ def model_config(name_or_path: str, settings: Mapping[str, Any] | None = None) -
             num_key_value_heads=max(1, heads // 2),
             tie_word_embeddings=False,
         )
-    from agentgym_train.smollm2 import SMOLLM2_NAME
+    from agentgym_train.models.smollm2 import SMOLLM2_NAME
 
     if name_or_path == SMOLLM2_NAME:
-        from agentgym_train.tiny import resolve_model_path
+        from agentgym_train.models.tiny import resolve_model_path
 
         name_or_path = resolve_model_path(name_or_path)
     path = Path(name_or_path)

@@ -4,7 +4,7 @@ The model's size comes from its config alone (`agentgym_train.model_shapes`: cou
 no weights load). What each GPU holds follows the sharding of an accelerate config
 (`agentgym_train/configs/accelerate/`):
 
-- DDP: the policy in its training dtype (`agentgym_train.tiny.training_dtype`: bfloat16 under `bf16`),
+- DDP: the policy in its training dtype (`agentgym_train.models.tiny.training_dtype`: bfloat16 under `bf16`),
   its gradients, DDP's gradient buckets (a second copy) and AdamW's two moments, all in that dtype.
 - DeepSpeed ZeRO-2 / ZeRO-3: DeepSpeed's own accounting (`estimate_zero2_model_states_mem_needs`,
   `estimate_zero3_model_states_mem_needs`): 16-bit weights (ZeRO-3: sharded, plus 4 bytes per parameter
@@ -304,7 +304,7 @@ def plan(
         colocated vLLM: the utilization that holds vLLM's need, and sleep mode only where the run does not
         fit with vLLM awake through training).
     """
-    from agentgym_train.tiny import training_dtype
+    from agentgym_train.models.tiny import training_dtype
 
     if gpus < 1 or gpu_memory_gib <= 0:
         raise ValueError(f"gpus must be >= 1 and gpu_memory_gib > 0 (got {gpus}, {gpu_memory_gib})")

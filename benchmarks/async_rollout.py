@@ -45,9 +45,9 @@ from typing import Any
 import gymnasium as gym
 
 import agentgym_envs  # noqa: F401
+from agentgym_train.models.tiny import TinyModelConfig, build_tiny_model, load_model
 from agentgym_train.rollout import RolloutEngine, Task
 from agentgym_train.rollout.backends.cached import CachedSampler
-from agentgym_train.tiny import TinyModelConfig, build_tiny_model, load_model
 
 SCENARIOS = {
     # env id, env kwargs, reply when the expert has nothing left, turn limit

@@ -2,7 +2,7 @@
 
 One run: the tiny model and SFT warm start of `configs/babyai_demo.yaml` (or `--sft-model DIR`, a saved
 one), evaluated on the first `eval_tasks` test tasks; then two arms from that same SFT model, each
-through the pipeline's own stage (`agentgym_train.offline_stages`) with the settings of
+through the pipeline's own stage (`agentgym_train.pipeline.offline_stages`) with the settings of
 `configs/babyai_rft.yaml` and `configs/babyai_dpo.yaml` (overridable with --rft/--dpo KEY=VALUE), each
 evaluated on the same held-out episodes. Differences are paired per task (95% normal intervals).
 
@@ -43,10 +43,10 @@ def main() -> None:
     import torch
 
     from agentgym_train.evaluation.evaluate import paired_difference
-    from agentgym_train.offline_stages import STAGES
+    from agentgym_train.models.tiny import TINY_MARKER, load_model
     from agentgym_train.pipeline import load_configs, quiet_console
-    from agentgym_train.stages import build_policy, evaluate_stage, sft_stage
-    from agentgym_train.tiny import TINY_MARKER, load_model
+    from agentgym_train.pipeline.offline_stages import STAGES
+    from agentgym_train.pipeline.stages import build_policy, evaluate_stage, sft_stage
     from agentgym_train.trainers.sft import expert_chats
 
     torch.set_num_threads(cli.threads)

@@ -214,8 +214,8 @@ def run_arm(name: str, arm: str, scripts_path: str, threads: int) -> dict[str, A
     """One arm in this process: every scripted episode of `name` in one batch, through the forced sampler."""
     import torch
 
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.rollout import RolloutEngine, Task
-    from agentgym_train.tiny import load_model
 
     torch.set_num_threads(threads)
     scripts = json.loads(Path(scripts_path).read_text())

@@ -147,9 +147,9 @@ def prepare_start(setting: str, seed: int, threads: int, rebuild: bool = False) 
     import torch
 
     from agentgym_train.evaluation.evaluate import evaluate_random
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.pipeline import load_configs, quiet_console
-    from agentgym_train.stages import build_policy, evaluate_stage, save_trained_model, sft_stage
-    from agentgym_train.tiny import load_model
+    from agentgym_train.pipeline.stages import build_policy, evaluate_stage, save_trained_model, sft_stage
     from agentgym_train.trainers.sft import expert_chats
 
     work = WORK / setting / f"seed-{seed}"
@@ -206,10 +206,10 @@ def train_arm(setting: str, seed: int, arm: str, threads: int) -> None:
     import torch
 
     from agentgym_train.evaluation.evaluate import EvalResult, estimate, summarize_episodes, task_means
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.pipeline import ALGORITHMS, load_configs, quiet_console
+    from agentgym_train.pipeline.stages import evaluate_stage, rl_stage
     from agentgym_train.scheduler import MaxTurnScheduler
-    from agentgym_train.stages import evaluate_stage, rl_stage
-    from agentgym_train.tiny import load_model
 
     changes = _library_changes()  # as imported, before a later edit by someone else
     work = WORK / setting / f"seed-{seed}"

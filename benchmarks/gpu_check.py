@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_train beside thi
 
 import gpu_train as gt
 
-from agentgym_train.tiny import TinyModelConfig, build_tiny_model
+from agentgym_train.models.tiny import TinyModelConfig, build_tiny_model
 from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
 GIB = 1024**3
@@ -291,8 +291,8 @@ def first_turn_prompts(model_dir: Path, count: int, seed: int) -> list[str]:
     import gymnasium as gym
 
     import agentgym_envs  # noqa: F401  (registers the ids)
+    from agentgym_train.models.tiny import load_tokenizer
     from agentgym_train.rollout.templates import ChatRenderer
-    from agentgym_train.tiny import load_tokenizer
     from agentgym_wrappers.multiturn import MultiTurnWrapper
 
     renderer = ChatRenderer(load_tokenizer(model_dir))

@@ -50,7 +50,7 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from agentgym_train.tiny import TinyModelConfig, build_tiny_model, count_parameters, load_model, training_dtype
+from agentgym_train.models.tiny import TinyModelConfig, build_tiny_model, count_parameters, load_model, training_dtype
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 
 ENV_ID = "AgentGym/BabyAI-GoToLocal-v0"

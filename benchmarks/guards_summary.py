@@ -2,8 +2,8 @@
 
 Each setting is one `agentgym experiment horizons` output folder, run with the same budget and seeds and
 one guard setting (`truncated_replies`, `budget_truncated_episodes`, `overlong_buffer_len`,
-`dynamic_sampling`; see `agentgym_train.truncation` and `agentgym_train.sampling`). Per setting and rule
-the table gives the held-out success (every seed's episodes pooled, 95% interval over tasks x seeds), the
+`dynamic_sampling`; see `agentgym_train.trainers.truncation` and `agentgym_train.trainers.sampling`). Per setting
+and rule the table gives the held-out success (every seed's episodes pooled, 95% interval over tasks x seeds), the
 peak of the training success (a moving average over `--smooth` steps, mean over seeds) and where it was,
 and over the last `--smooth` steps: training success, invalid replies, the share of replies the budget cut
 and tokens per reply, which are what a collapse changes. Dynamic sampling's extra episodes are summed over the run.

@@ -51,8 +51,8 @@ from agentgym_train.evaluation.evaluate import (
     split_tasks,
     summarize_episodes,
 )
-from agentgym_train.smollm2 import SMOLLM2_NAME
-from agentgym_train.tiny import load_model
+from agentgym_train.models.smollm2 import SMOLLM2_NAME
+from agentgym_train.models.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer, task_dataset
 from agentgym_train.trainers.sft import run_sft
 from agentgym_wrappers import MultiTurnWrapper

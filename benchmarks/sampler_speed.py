@@ -44,10 +44,10 @@ def _rss_mib() -> float:
 
 def model_path(name: str, workdir: Path) -> Path:
     if name == "smollm2":
-        from agentgym_train.smollm2 import smollm2_checkpoint
+        from agentgym_train.models.smollm2 import smollm2_checkpoint
 
         return smollm2_checkpoint()
-    from agentgym_train.tiny import TinyModelConfig, build_tiny_model
+    from agentgym_train.models.tiny import TinyModelConfig, build_tiny_model
 
     config = TinyModelConfig(  # the CPU demo's size
         env_ids=[ENV_ID],
@@ -65,10 +65,10 @@ def run_arm(path: str, arm: str, episodes: int, turns: int, turn_tokens: int, th
     """One rollout with one sampler (called in a child process)."""
     import torch
 
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.rollout import RolloutEngine, Task
     from agentgym_train.rollout.backends import hf_generate_fn
     from agentgym_train.rollout.backends.cached import CachedSampler
-    from agentgym_train.tiny import load_model
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

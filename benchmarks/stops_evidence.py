@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_train.evaluation.evaluate import evaluate_model
-from agentgym_train.smollm2 import SMOLLM2_NAME
-from agentgym_train.tiny import load_model
+from agentgym_train.models.smollm2 import SMOLLM2_NAME
+from agentgym_train.models.tiny import load_model
 
 ARMS: dict[str, dict[str, Any]] = {
     "before": {"stop_strings": (), "max_turn_tokens": 64},

@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     import torch
 
-    from agentgym_train.tiny import load_model
+    from agentgym_train.models.tiny import load_model
 
     torch.set_num_threads(args.threads)
     model, tokenizer = load_model("smollm2-135m-instruct")

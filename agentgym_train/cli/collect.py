@@ -82,7 +82,7 @@ class CollectCommand(Command):
         elif name == "random":
             actor = collect.random_actor([a.strip() for a in args.actions.split(",")] if args.actions else None)
         else:
-            from agentgym_train.tiny import load_model
+            from agentgym_train.models.tiny import load_model
 
             model, tokenizer = load_model(name)
             actor = collect.ModelPolicy(

@@ -96,7 +96,7 @@ def _policy(args: argparse.Namespace) -> Callable[[int | None], Any] | int:
 
         return lambda turns: evaluate_expert(args.env_id, max_turns=turns, **common)
     from agentgym_train.evaluation.evaluate import evaluate_model
-    from agentgym_train.tiny import load_model
+    from agentgym_train.models.tiny import load_model
 
     model, tokenizer = load_model(args.model)
     env_pool = ray_pool(args.ray, args.ray_resource)
@@ -319,7 +319,7 @@ def run_protocol_command(args: argparse.Namespace) -> int:
     elif args.model in ("expert", "random"):
         document = protocol.run_protocol(args.model, **run)
     else:
-        from agentgym_train.tiny import load_model
+        from agentgym_train.models.tiny import load_model
 
         model, tokenizer = load_model(args.model)
         document = protocol.run_protocol(args.model, model=model, tokenizer=tokenizer, progress=True, **run)

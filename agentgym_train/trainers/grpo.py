@@ -22,11 +22,11 @@ from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing, unwrap_model_for_generation
 
 from agentgym_train import estimators as adv
-from agentgym_train import sampling
-from agentgym_train import truncation as trunc
+from agentgym_train.models.tiny import keep_master_weights
 from agentgym_train.rollout import Episode, RolloutEngine, Task, TurnGenerator, make_generator
 from agentgym_train.scheduler import MaxTurnScheduler
-from agentgym_train.tiny import keep_master_weights
+from agentgym_train.trainers import sampling
+from agentgym_train.trainers import truncation as trunc
 from agentgym_train.trainers import turn_samples as turns
 from agentgym_train.trainers.grpo_config import MultiTurnGRPOConfig
 
@@ -123,7 +123,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     `episode/masked_truncated_episodes`, `episode/masked_budget_truncated` (left out of the loss by the
     `truncated_replies` and `budget_truncated_episodes` guards), `episode/overlong_penalty`,
     `rollout/max_turns`, `rollout/generation_time`, `rollout/env_time`, `rollout/env_time_share`, and with
-    `dynamic_sampling` the `sampling/*` shares and costs (`agentgym_train.sampling.Refill`).
+    `dynamic_sampling` the `sampling/*` shares and costs (`agentgym_train.trainers.sampling.Refill`).
     """
 
     _tag_names = ["trl", "grpo", "agentgym", "multi-turn"]
@@ -144,7 +144,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         if not isinstance(args, MultiTurnGRPOConfig):
             raise TypeError(f"args must be a MultiTurnGRPOConfig, got {type(args).__name__}")
         if processing_class is None and isinstance(model, str):
-            from agentgym_train.tiny import load_tokenizer
+            from agentgym_train.models.tiny import load_tokenizer
 
             processing_class = load_tokenizer(model)
         if train_dataset is None:

@@ -11,8 +11,8 @@ import torch
 from trl import GRPOConfig
 
 from agentgym_train import estimators as adv
-from agentgym_train import sampling
-from agentgym_train import truncation as trunc
+from agentgym_train.trainers import sampling
+from agentgym_train.trainers import truncation as trunc
 
 
 @dataclass
@@ -166,7 +166,8 @@ class MultiTurnGRPOConfig(GRPOConfig):
         default="train",
         metadata={
             "help": "A reply the reply budget cut (no end token): 'train' (as any reply), 'mask_reply' (its tokens "
-            "leave the loss), 'mask_episode' (its episode's tokens leave the loss). See agentgym_train.truncation."
+            "leave the loss), 'mask_episode' (its episode's tokens leave the loss). See "
+            "agentgym_train.trainers.truncation."
         },
     )
     budget_truncated_episodes: str = field(

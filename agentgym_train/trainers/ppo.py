@@ -33,7 +33,7 @@ import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from agentgym_train.estimators import gae, masked_whiten, token_rewards
-from agentgym_train.tiny import keep_master_weights
+from agentgym_train.models.tiny import keep_master_weights
 from agentgym_train.trainers.critic import (
     CRITIC_KINDS,
     ModelCritic,

@@ -116,7 +116,7 @@ def tool_calling_tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from trl.chat_template_utils import qwen2_5_chat_template
 
-    from agentgym_train.tiny import TinyModelConfig, build_tiny_model, env_corpus, load_model, train_tokenizer
+    from agentgym_train.models.tiny import TinyModelConfig, build_tiny_model, env_corpus, load_model, train_tokenizer
 
     tools = [getattr(DeepSearchTools, name) for name in sorted(tool_names(DeepSearchTools))]
     env = environment_factory(DEEPSEARCH)()
@@ -163,7 +163,7 @@ def test_grpo_trainer_trains_with_the_environment_factory(tool_calling_tiny_mode
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from agentgym_train.tiny import load_model
+    from agentgym_train.models.tiny import load_model
 
     model, tokenizer = load_model(tool_calling_tiny_model)
     rows = dataset_rows(DEEPSEARCH, count=4)

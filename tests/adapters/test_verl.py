@@ -4,7 +4,7 @@ Rows are written by `agentgym prepare verl`, read by verl's `RLHFDataset` and ba
 the worker (built from verl's generated trainer config) instantiates the loop from the YAML entry that the
 command writes, and returns verl's padded `DataProto`. verl's server manager is replaced by a stand-in
 with its `generate(request_id, prompt_ids=..., sampling_params=...) -> TokenOutput` interface: either a
-real small model (the tiny Qwen2 of `agentgym_train.tiny`) served token-in/token-out, or a script of
+real small model (the tiny Qwen2 of `agentgym_train.models.tiny`) served token-in/token-out, or a script of
 replies (each scenario's expert, written as a model would). Episodes are checked token for token against
 our `RolloutEngine` playing the same task with the same policy.
 
@@ -145,7 +145,7 @@ class ScriptedServer:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random-init tiny Qwen2 with a byte-level tokenizer trained on BabyAI text (nothing downloads)."""
-    from agentgym_train.tiny import TinyModelConfig, build_tiny_model
+    from agentgym_train.models.tiny import TinyModelConfig, build_tiny_model
 
     config = TinyModelConfig(
         env_ids=[BABYAI],

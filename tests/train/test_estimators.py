@@ -16,7 +16,7 @@ import torch
 from train_helpers import grpo_args
 from trainer_stand_ins import TokenValues
 
-from agentgym_train.tiny import load_model
+from agentgym_train.models.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 
 WEIGHTS = [2.0, 0.01]

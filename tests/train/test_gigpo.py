@@ -20,8 +20,8 @@ from train_helpers import BABYAI, ENV_KWARGS, grpo_args
 
 import agentgym_envs  # noqa: F401
 from agentgym_train import estimators as adv
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
 

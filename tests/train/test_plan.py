@@ -68,7 +68,7 @@ def test_known_qwen_sizes_match_the_architecture_by_hand_and_the_published_count
 
 
 def test_local_model_sizes_equal_the_loaded_models(tiny_babyai: Path, smollm2: Path) -> None:
-    from agentgym_train.tiny import count_parameters, load_model
+    from agentgym_train.models.tiny import count_parameters, load_model
 
     for path in (tiny_babyai, smollm2):
         shape = model_shape(model_config(str(path)))

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 from train_helpers import grpo_args
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.scheduler import PRESETS, AdaptiveMaxTurnScheduler, MaxTurnScheduler
-from agentgym_train.tiny import load_model
 
 
 def test_presets_are_the_papers_schedules() -> None:

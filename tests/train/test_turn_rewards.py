@@ -20,7 +20,7 @@ from train_helpers import grpo_args
 from trainer_stand_ins import TokenValues
 
 from agentgym_train import estimators as adv
-from agentgym_train.tiny import load_model
+from agentgym_train.models.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
 SCIWORLD, SCIWORLD_TASK = "AgentGym/SciWorld-v0", "find-living-thing/225"

@@ -221,7 +221,7 @@ def test_a_template_without_tools_gets_them_in_the_system_message() -> None:
     Hermes syntax, writes past calls as `<tool_call>` text, and answers with a `tool` turn."""
     from transformers import AutoTokenizer
 
-    from agentgym_train.smollm2 import smollm2_checkpoint
+    from agentgym_train.models.smollm2 import smollm2_checkpoint
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(smollm2_checkpoint())

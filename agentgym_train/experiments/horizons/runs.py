@@ -37,7 +37,7 @@ def _compact(rows: list[dict[str, Any]], env_id: str) -> list[dict[str, Any]]:
 def evaluate_mix(model: Any, tokenizer: Any, experiment: Experiment, pipeline: Any, args: Any) -> dict[str, Any]:
     """The held-out evaluation: `pipeline.eval_tasks` tasks of every level of the mix, max `eval_max_turns`."""
     from agentgym_train.evaluation.evaluate import summarize_episodes
-    from agentgym_train.stages import evaluate_stage
+    from agentgym_train.pipeline.stages import evaluate_stage
 
     rows: list[dict[str, Any]] = []
     for env_id in experiment.task_mix:
@@ -62,8 +62,8 @@ def prepare_seed(experiment: Experiment, seed: int) -> None:
     with _logged(out / "prepare.log"):
         import torch
 
-        from agentgym_train.stages import build_policy, sft_stage
-        from agentgym_train.tiny import TINY_MARKER
+        from agentgym_train.models.tiny import TINY_MARKER
+        from agentgym_train.pipeline.stages import build_policy, sft_stage
         from agentgym_train.trainers.sft import expert_chats
 
         started = time.perf_counter()
@@ -140,8 +140,8 @@ def train_run(experiment: Experiment, rule: Rule, seed: int) -> None:
         import torch
         from transformers.trainer_utils import get_last_checkpoint
 
-        from agentgym_train.stages import rl_stage
-        from agentgym_train.tiny import load_model
+        from agentgym_train.models.tiny import load_model
+        from agentgym_train.pipeline.stages import rl_stage
 
         started = time.perf_counter()
         pipeline, args = parse_settings(settings)

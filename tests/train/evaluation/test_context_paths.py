@@ -62,9 +62,9 @@ def test_context_engine_samples_each_turn_from_the_windowed_prompt(tiny_babyai) 
     plain forward pass's on that prompt."""
     import torch
 
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.rollout import ChatRenderer, RolloutEngine, Task
     from agentgym_train.rollout.backends.cached import CachedSampler
-    from agentgym_train.tiny import load_model
     from agentgym_wrappers import WindowContext
 
     model, tokenizer = load_model(tiny_babyai)
@@ -102,8 +102,8 @@ def test_context_engine_samples_each_turn_from_the_windowed_prompt(tiny_babyai) 
 
 
 def test_context_engine_refuses_what_it_cannot_play(tiny_babyai) -> None:
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.rollout import RolloutEngine, Task
-    from agentgym_train.tiny import load_model
 
     _, tokenizer = load_model(tiny_babyai)
     with pytest.raises(ValueError, match="Ray pool keeps a full chat"):

@@ -171,7 +171,7 @@ def test_an_endpoint_gets_the_protocols_sampling_settings(server: ChatServer, ca
 
 @pytest.mark.slow
 def test_a_local_model_plays_under_the_protocols_limits(tiny_babyai: Path) -> None:
-    from agentgym_train.tiny import load_model
+    from agentgym_train.models.tiny import load_model
 
     model, tokenizer = load_model(tiny_babyai)
     document = run_protocol("tiny", env_ids=["BabyAI"], num_tasks=1, model=model, tokenizer=tokenizer)

@@ -235,7 +235,7 @@ def test_sft_tool_demonstrations_train_on_the_calls_only(family: str, tmp_path) 
 
 
 def test_pipeline_sft_stage_warm_starts_tool_runs_on_tool_demonstrations(tmp_path, monkeypatch) -> None:
-    import agentgym_train.stages as stages
+    import agentgym_train.pipeline.stages as stages
     from agentgym_train.cli import main
     from agentgym_train.trainers.sft import env_tools
 

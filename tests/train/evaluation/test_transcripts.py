@@ -20,8 +20,8 @@ from agentgym_train.evaluation.transcripts import (
     format_record,
     generation_flags,
 )
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import Episode, Task
-from agentgym_train.tiny import load_model
 from agentgym_wrappers import MultiTurnWrapper
 
 

@@ -17,9 +17,9 @@ import pytest
 import torch
 from delayed_env import ENV_ID, GATE, TASKS, DelayedEnv, Scripted, engine, fields
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import ChatRenderer, Task, summarize
 from agentgym_train.rollout.backends.cached import CachedSampler
-from agentgym_train.tiny import load_model
 
 
 @pytest.fixture(autouse=True)

@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 from delayed_env import ENV_ID, TASKS, DelayedEnv, engine, fields
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import Task, summarize
 from agentgym_train.rollout.backends.cached import CachedSampler
-from agentgym_train.tiny import load_model
 
 
 def sampler(model, tokenizer, temperature: float = 0.0) -> CachedSampler:

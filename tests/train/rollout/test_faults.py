@@ -15,8 +15,8 @@ from faulty_env import ENV_ID, FaultyEnv
 from server_process import serving
 from train_helpers import grpo_args
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import EnvTimeoutError, RolloutEngine, Task, run_calls
-from agentgym_train.tiny import load_model
 
 
 @pytest.fixture(autouse=True)

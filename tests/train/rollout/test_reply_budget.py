@@ -10,10 +10,10 @@ import pytest
 import torch
 from train_helpers import BABYAI, ENV_KWARGS
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import ChatRenderer, RolloutEngine, Task
 from agentgym_train.rollout.backends import hf_generate_fn
 from agentgym_train.rollout.backends.cached import CachedSampler
-from agentgym_train.tiny import load_model
 
 BUDGET = 5  # a random tiny model's reply is over 5 tokens nearly always: most replies are cut by the budget
 

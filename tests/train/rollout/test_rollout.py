@@ -9,10 +9,10 @@ import torch
 from token_path import check_token_path, spans
 from train_helpers import BABYAI, ENV_KWARGS, grpo_args
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import ChatRenderer, RolloutEngine, Task
 from agentgym_train.rollout.backends import hf_generate_fn
 from agentgym_train.rollout.backends.cached import CachedSampler
-from agentgym_train.tiny import load_model
 
 
 def scripted(tokenizer, replies: list[str], cut: set[int] = frozenset()):

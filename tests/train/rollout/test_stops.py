@@ -17,11 +17,11 @@ from token_path import check_token_path, spans
 from train_helpers import BABYAI, ENV_KWARGS
 from vllm_standin import StandInVLLM
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import ChatRenderer, RolloutEngine, Task, summarize
 from agentgym_train.rollout.backends import hf_generate_fn
 from agentgym_train.rollout.backends.cached import CachedSampler
 from agentgym_train.rollout.stops import StopStrings
-from agentgym_train.tiny import load_model
 from agentgym_wrappers import get_parser
 from agentgym_wrappers.stops import FORMAT_STOPS, find_stop, stop_strings_for, turn_tokens_for
 

@@ -18,9 +18,9 @@ from pathlib import Path
 def main(model_dir: str, output_dir: str) -> None:
     from accelerate import Accelerator
 
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.rollout import RolloutEngine, Task
     from agentgym_train.rollout.backends.lockstep import LockstepGenerator
-    from agentgym_train.tiny import load_model
 
     accelerator = Accelerator()
     rank = accelerator.process_index

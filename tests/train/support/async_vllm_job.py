@@ -21,8 +21,8 @@ def main(model_dir: str, output_dir: str, url: str, group_port: str) -> None:
     from train_helpers import grpo_args
     from vllm_standin import use_gloo_transfer
 
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.rollout.versioned import ENV_VERSION
-    from agentgym_train.tiny import load_model
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     torch.set_num_threads(1)

@@ -31,7 +31,7 @@ def main(model_dir: str, output_dir: str) -> None:
     from torch.distributed.tensor import DTensor
     from train_helpers import BABYAI, ENV_KWARGS
 
-    from agentgym_train.tiny import load_model
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.trainers.critic import load_critic
     from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 

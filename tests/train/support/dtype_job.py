@@ -22,7 +22,7 @@ def main(model_dir: str, output_dir: str, steps: str, mode: str = "steps") -> No
     import transformers.training_args
     from train_helpers import grpo_args
 
-    from agentgym_train.tiny import load_model, training_dtype
+    from agentgym_train.models.tiny import load_model, training_dtype
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     torch.set_num_threads(1)

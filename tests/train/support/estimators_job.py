@@ -29,7 +29,7 @@ def by_length(completions, **kwargs):
 def trainer_for(estimator: str, model_dir: str, output_dir: Path) -> Any:
     from train_helpers import grpo_args
 
-    from agentgym_train.tiny import load_model
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
     from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 

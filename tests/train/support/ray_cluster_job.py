@@ -19,8 +19,8 @@ from typing import Any
 from train_helpers import BABYAI, ENV_KWARGS
 
 from agentgym_envs.cluster.local import LoopbackCluster, namespace_inode
+from agentgym_train.models.tiny import load_tokenizer
 from agentgym_train.rollout import RolloutEngine, Task
-from agentgym_train.tiny import load_tokenizer
 
 NODES = [
     {"num_cpus": 4, "resources": {"envs": 8, "head_node": 8}},
@@ -139,7 +139,7 @@ def training_with_a_lost_node(model_dir: str, address: str, cluster: LoopbackClu
     import ray
     from train_helpers import grpo_args
 
-    from agentgym_train.tiny import load_model
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     model, tokenizer = load_model(model_dir)

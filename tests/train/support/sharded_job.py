@@ -60,8 +60,8 @@ def main(model_dir: str, output_dir: str, sampler: str, ds3_gather: str = "1") -
     from train_helpers import grpo_args
 
     from agentgym_train.evaluation.evaluate import evaluate_model
-    from agentgym_train.stages import save_rl_model
-    from agentgym_train.tiny import load_model
+    from agentgym_train.models.tiny import load_model
+    from agentgym_train.pipeline.stages import save_rl_model
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     torch.set_num_threads(1)

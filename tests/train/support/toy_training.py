@@ -8,7 +8,7 @@ from pathlib import Path
 import toy_env
 
 from agentgym_train.evaluation.evaluate import evaluate_model
-from agentgym_train.tiny import load_model
+from agentgym_train.models.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 
 STEPS = 60

@@ -14,7 +14,7 @@ def main(model_dir: str, output_dir: str) -> None:
     import torch
     from train_helpers import grpo_args
 
-    from agentgym_train.tiny import load_model
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.trainers import turn_samples
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 

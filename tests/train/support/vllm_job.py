@@ -150,9 +150,9 @@ def main_sleep(model_dir: str, output_dir: str) -> None:
     from sharded_job import treat_cpu_processes_as_gpus
     from train_helpers import grpo_args
 
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.rollout.backends.vllm import VLLMTurnGenerator
     from agentgym_train.rollout.engine import RolloutEngine
-    from agentgym_train.tiny import load_model
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     treat_cpu_processes_as_gpus()  # accelerate applies FSDP2 to the CPU processes
@@ -224,9 +224,9 @@ def main(model_dir: str, output_dir: str, mode: str) -> None:
     from train_helpers import grpo_args
     from vllm_standin import StandInVLLM
 
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.rollout.backends.vllm import VLLMTurnGenerator
     from agentgym_train.rollout.engine import RolloutEngine
-    from agentgym_train.tiny import load_model
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     torch.set_num_threads(1)

@@ -34,7 +34,7 @@ def main(model_dir: str, out: str) -> None:
     import ray
     from train_helpers import close_process_group, grpo_args
 
-    from agentgym_train.tiny import load_model
+    from agentgym_train.models.tiny import load_model
     from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
     model, tokenizer = load_model(model_dir)

@@ -15,10 +15,10 @@ import toy_env
 from train_helpers import grpo_args, launch_two_processes, rank_reports
 from trainer_stand_ins import StopAt
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import Task, make_generator
 from agentgym_train.rollout.versioned import ENV_VERSION, VersionedEngine, VersionedGenerator, correction_weights
 from agentgym_train.scheduler import MaxTurnScheduler
-from agentgym_train.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 from agentgym_train.trainers.grpo_config import MultiTurnGRPOConfig
 

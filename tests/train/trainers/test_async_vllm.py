@@ -18,11 +18,11 @@ from train_helpers import BABYAI, ENV_KWARGS, grpo_args
 from transformers import TrainerCallback
 from vllm_standin import StandInVLLM, free_port, use_gloo_transfer
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import Task
 from agentgym_train.rollout.backends.vllm import ServerGeneration, VLLMTurnGenerator
 from agentgym_train.rollout.versioned import ENV_VERSION
 from agentgym_train.rollout.worker import ServerGenerationWorker
-from agentgym_train.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 from agentgym_train.trainers.grpo_config import MultiTurnGRPOConfig
 

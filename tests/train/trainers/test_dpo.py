@@ -9,8 +9,8 @@ import pytest
 import toy_env
 
 from agentgym_train.collect import ModelPolicy, collect, read_records
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import ChatRenderer
-from agentgym_train.tiny import load_model
 from agentgym_train.trainers.dpo import (
     MultiTurnDPOTrainer,
     episode_pairs,

@@ -10,8 +10,8 @@ import pytest
 import torch
 from train_helpers import BABYAI, ENV_KWARGS, grpo_args, launch_two_processes, rank_reports
 
+from agentgym_train.models.tiny import keep_master_weights, load_model, sharded_training, training_dtype
 from agentgym_train.rollout.backends.cached import CachedSampler
-from agentgym_train.tiny import keep_master_weights, load_model, sharded_training, training_dtype
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
 SHARDING_ENV = ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED")

@@ -16,8 +16,8 @@ import pytest
 import torch
 from train_helpers import grpo_args, launch_two_processes, rank_reports
 
-from agentgym_train import sampling
-from agentgym_train.tiny import load_model
+from agentgym_train.models.tiny import load_model
+from agentgym_train.trainers import sampling
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer, episode_return
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from train_helpers import BABYAI, ENV_KWARGS, grpo_args
 
-from agentgym_train.tiny import load_model
+from agentgym_train.models.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer, task_dataset
 
 

@@ -18,7 +18,7 @@ import torch
 from train_helpers import grpo_args
 from vllm_standin import StandInVLLM
 
-from agentgym_train.tiny import load_model
+from agentgym_train.models.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 
 OFFSET = 0.01  # per token: ratio exp(0.01), far inside any cap, but over 110+ tokens past TRL's cap of 3

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 import toy_env
 
-from agentgym_train.tiny import load_model
+from agentgym_train.models.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 
 

@@ -21,7 +21,7 @@ import pytest
 import torch
 from train_helpers import grpo_args
 
-from agentgym_train.tiny import load_model
+from agentgym_train.models.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
 ENV_TOKENS = 4  # an observation between the two replies of each episode (mask 0)

@@ -8,7 +8,7 @@ import pytest
 import torch
 import toy_env
 
-from agentgym_train.tiny import load_model
+from agentgym_train.models.tiny import load_model
 from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
 

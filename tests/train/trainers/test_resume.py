@@ -14,8 +14,8 @@ import toy_env
 from trainer_stand_ins import StopAt
 from transformers import TrainerCallback
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.scheduler import MaxTurnScheduler
-from agentgym_train.tiny import load_model
 from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
 

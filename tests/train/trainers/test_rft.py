@@ -10,8 +10,8 @@ import torch
 import toy_env
 
 from agentgym_train.collect import read_records
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import Episode, Task
-from agentgym_train.tiny import load_model
 from agentgym_train.trainers.rft import RejectionSamplingTrainer, RFTConfig, episode_rows, keep_episodes
 
 

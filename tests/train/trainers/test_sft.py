@@ -7,8 +7,8 @@ from pathlib import Path
 import torch
 from train_helpers import BABYAI, ENV_KWARGS
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import ChatRenderer
-from agentgym_train.tiny import load_model
 from agentgym_train.trainers.sft import expert_chats, run_sft, sft_dataset, tokenize_chat
 
 

@@ -38,7 +38,7 @@ def check_run(reports: list[dict], out: Path, initial_model: Path, lockstep: boo
     # the checkpoint and the final model hold the full (gathered) weights
     for folder in (out / "checkpoint-1", out / "final"):
         assert (folder / "model.safetensors").is_file(), sorted(p.name for p in folder.iterdir())
-    from agentgym_train.tiny import load_model
+    from agentgym_train.models.tiny import load_model
 
     trained = dict(load_model(str(out / "final"))[0].named_parameters())
     initial = dict(load_model(str(initial_model))[0].named_parameters())
@@ -88,7 +88,7 @@ def test_pipeline_saves_the_full_sft_model_once_and_evaluates_on_the_training_de
     ranks = launch(cpu_config(config, tmp_path), tiny_babyai, out, "bf16", job="pipeline_job.py")
     assert [r["saved"] for r in ranks] == [["sft-model", "rl-model"], []]
     # the SFT checkpoint is the whole model (every parameter at full shape), equal to what SFT trained
-    from agentgym_train.tiny import load_model
+    from agentgym_train.models.tiny import load_model
 
     trained = torch.load(out / "sft-trained.pt")
     saved = load_model(out / "sft-model", "float32")[0].state_dict()

@@ -14,9 +14,9 @@ import pytest
 import torch
 from train_helpers import grpo_args
 
-from agentgym_train import truncation as trunc
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import Episode, Task
-from agentgym_train.tiny import load_model
+from agentgym_train.trainers import truncation as trunc
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
 BUDGET = 12  # max_turn_tokens

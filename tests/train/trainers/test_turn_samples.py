@@ -10,8 +10,8 @@ import pytest
 import torch
 from train_helpers import BABYAI, grpo_args, launch_two_processes, rank_reports
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import ChatRenderer, Episode, Task
-from agentgym_train.tiny import load_model
 from agentgym_train.trainers import turn_samples as turns
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 from agentgym_wrappers import get_context

@@ -15,8 +15,8 @@ import torch
 from train_helpers import grpo_args, launch_two_processes, rank_reports
 from vllm_standin import StandInVLLM
 
+from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout.backends.vllm import VLLMTurnGenerator
-from agentgym_train.tiny import load_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
 

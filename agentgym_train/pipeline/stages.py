@@ -1,8 +1,7 @@
 """The pipeline's stages as functions: the policy, the SFT warm start, multi-turn RL (and saving what each
 trained) and the evaluation, each driven by a `PipelineConfig` and the GRPO settings beside it. The pipeline
 (`agentgym train`), the horizon experiment and the benchmarks call them, so each stage's settings are read
-in one place. RFT and DPO, the pipeline's stages in place of online RL, are `offline_stages`. Importing this
-module is light: torch, transformers and TRL are imported when a stage runs.
+in one place. RFT and DPO, the pipeline's stages in place of online RL, are `offline_stages`.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ def build_policy(
     Returns:
         The model's path, the model and its tokenizer.
     """
-    from agentgym_train.tiny import TinyModelConfig, build_tiny_model, load_model
+    from agentgym_train.models.tiny import TinyModelConfig, build_tiny_model, load_model
 
     model_path = pipeline.model
     if model_path == "tiny":
@@ -118,7 +117,7 @@ def save_trained_model(trainer: Any, tokenizer: Any, path: Path, tiny_source: st
     and the main process alone writes them, with the tokenizer and, when `tiny_source` is a tiny
     model's directory, its marker file. Every process returns after the files are complete.
     """
-    from agentgym_train.tiny import TINY_MARKER
+    from agentgym_train.models.tiny import TINY_MARKER
 
     trainer.save_model(str(path))
     if trainer.is_world_process_zero():
@@ -136,7 +135,7 @@ def save_rl_model(trainer: Any, tokenizer: Any, path: Path) -> Any | None:
     device in the training dtype (reloaded from `path` when the trainer sharded the model's own
     weights in place); None on the others.
     """
-    from agentgym_train.tiny import load_model, training_dtype
+    from agentgym_train.models.tiny import load_model, training_dtype
 
     save_trained_model(trainer, tokenizer, path)
     if not trainer.is_world_process_zero():

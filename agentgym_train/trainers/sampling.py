@@ -116,7 +116,7 @@ def score(trainer: Any, rows: list[dict[str, Any]], episodes: list[Any]) -> tupl
     row what the reward functions logged for it with `log_extra` (one value per row, as TRL expects)."""
     from trl.data_utils import is_conversational
 
-    from agentgym_train import truncation
+    from agentgym_train.trainers import truncation
 
     _, penalty = truncation.guard_rollout(episodes, trainer.args)
     fields = reward_fields(episodes, penalty)

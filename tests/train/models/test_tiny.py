@@ -7,7 +7,7 @@ from pathlib import Path
 
 from transformers import Qwen2ForCausalLM
 
-from agentgym_train.tiny import TINY_MARKER, count_parameters, load_model, load_tokenizer
+from agentgym_train.models.tiny import TINY_MARKER, count_parameters, load_model, load_tokenizer
 
 
 def test_tiny_model_reloads_with_its_own_tokenizer(tiny_babyai: Path) -> None:

@@ -22,14 +22,14 @@ from tqdm.auto import tqdm
 from transformers.trainer_callback import ProgressCallback
 
 from agentgym_train.config_files import DEFAULT_CONFIG
-from agentgym_train.stages import save_trained_model
+from agentgym_train.pipeline.stages import save_trained_model
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
 __all__ = ["ALGORITHMS", "DEFAULT_CONFIG", "PipelineConfig", "end_processes", "load_configs", "resume_target", "run"]
 
 ALGORITHMS = {"grpo": MultiTurnGRPOTrainer, "ppo": MultiTurnPPOTrainer}
-#: Methods that train without online RL after the SFT stage (`agentgym_train.offline_stages`); `sft` stops after it.
+#: Methods that train without online RL after the SFT stage (`offline_stages`); `sft` stops after it.
 OFFLINE = ("sft", "rft", "dpo")
 
 
@@ -271,9 +271,9 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
     import torch
 
     from agentgym_train.evaluation.evaluate import evaluate_random, paired_difference
+    from agentgym_train.models.tiny import count_parameters, load_model, training_dtype
+    from agentgym_train.pipeline.stages import build_policy, evaluate_stage, rl_stage, sft_stage
     from agentgym_train.scheduler import MaxTurnScheduler
-    from agentgym_train.stages import build_policy, evaluate_stage, rl_stage, sft_stage
-    from agentgym_train.tiny import count_parameters, load_model, training_dtype
     from agentgym_train.trainers.sft import collected_chats, demo_format, env_tools, expert_chats
 
     started = time.perf_counter()
@@ -372,10 +372,10 @@ def _run(pipeline: PipelineConfig, args: MultiTurnGRPOConfig) -> dict[str, Any]:
         print(_row("before RL", before), flush=True)
         stage("eval before", t0)
 
-    # 4. multi-turn RL (GRPO or PPO) with the max-turn scheduler, or RFT / DPO (`agentgym_train.offline_stages`)
+    # 4. multi-turn RL (GRPO or PPO) with the max-turn scheduler, or RFT / DPO (`offline_stages`)
     t0 = time.perf_counter()
     if pipeline.algorithm in OFFLINE:
-        from agentgym_train.offline_stages import STAGES
+        from agentgym_train.pipeline.offline_stages import STAGES
 
         if pipeline.algorithm in STAGES:
             progress = [] if args.disable_tqdm else [PhaseProgress(pipeline.algorithm.upper(), SFT_POSTFIX)]

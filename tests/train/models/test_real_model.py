@@ -17,10 +17,10 @@ import toy_env
 from token_path import spans
 from train_helpers import BABYAI, ENV_KWARGS
 
+from agentgym_train.models.smollm2 import CHECKPOINT_MARKER, SMOLLM2_NAME
+from agentgym_train.models.tiny import load_model, resolve_model_path
 from agentgym_train.rollout import RolloutEngine, Task
 from agentgym_train.rollout.backends.cached import CachedSampler
-from agentgym_train.smollm2 import CHECKPOINT_MARKER, SMOLLM2_NAME
-from agentgym_train.tiny import load_model, resolve_model_path
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer
 from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
