@@ -55,6 +55,7 @@ def test_a_reply_across_a_weight_update_records_versions_and_corrects_by_hand(ti
     v0 = copy.deepcopy(model.state_dict())
     generator = VersionedGenerator(make, [], poll, version=0, segment_tokens=3)
     context = tokenizer("Your task is to go to the red ball.")["input_ids"]
+    torch.manual_seed(0)  # the sampled reply decides where the cap bites; other tests leave the global state anywhere
     (reply,) = generator([context], 8)
     assert generator.last_versions == [[0, 0, 0, 1, 1, 1, 1, 1]]
     assert generator.mid_reply_updates == 1 and len(reply.ids) == 8
