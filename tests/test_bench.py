@@ -26,7 +26,7 @@ def test_bench_babyai_quick_prints_the_table_and_writes_json(tmp_path, capsys) -
     assert lines[header].split() == ["benchmark", "measure", "ratio", "baseline", "target", "met"]
     rows = [line for line in lines[header + 1 :] if line.startswith("babyai ")]
     assert len(rows) == 2  # GoToLocal, random and turns workloads
-    assert all("raw minigrid" in row and ">= 0.5x" in row and "x  " in row for row in rows)
+    assert all("raw minigrid" in row and ">= 0.9x" in row and "x  " in row for row in rows)  # issue 39's target
 
     produced = json.loads((tmp_path / "quick" / "babyai_speed.json").read_text())
     assert [item["measure"] for item in produced["summary"]] == ["steps/s GoToLocal/random", "steps/s GoToLocal/turns"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import secrets
 import signal
 import subprocess
@@ -84,14 +85,16 @@ class LoopbackCluster:
     Use as a context manager; `env` holds the variables a driver needs (the token, RAY_ADDRESS).
     """
 
-    def __init__(self, nodes: Sequence[Mapping[str, Any]], port: int = 6390, fast_health_checks: bool = True):
+    def __init__(self, nodes: Sequence[Mapping[str, Any]], port: int | None = None, fast_health_checks: bool = True):
         if not only_loopback():
             raise RuntimeError(
                 "LoopbackCluster runs only in a network namespace with nothing but loopback (run under `unshare -n`)"
             )
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-        self.nodes, self.port = list(nodes), port
-        self.address = f"127.0.0.1:{port}"
+        # `ray start --head` refuses a port whose address it finds in /tmp/ray and in the process table, both shared
+        # with clusters in other namespaces of this machine: a random head port by default keeps them apart
+        self.nodes, self.port = list(nodes), port or random.SystemRandom().randrange(40000, 50000)
+        self.address = f"127.0.0.1:{self.port}"
         self.inode = namespace_inode()
         self.env = {
             **os.environ,
