@@ -205,12 +205,10 @@ class SessionManager:
                 "TooManySessions",
             )
         self._pending += 1
-        if _shares_a_thread(env_id) and self._shared_slot is not None:
-            slot = self.pool.take(self._shared_slot)
-        else:
-            slot = self.pool.assign()
-            if _shares_a_thread(env_id):
-                self._shared_slot = slot
+        shared = _shares_a_thread(env_id)
+        slot = self.pool.take(self._shared_slot) if shared and self._shared_slot is not None else self.pool.assign()
+        if shared:
+            self._shared_slot = slot
         try:
 
             def make() -> tuple[gym.Env, EnvDescription]:
