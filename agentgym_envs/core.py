@@ -215,6 +215,11 @@ class TextEnv(gym.Env[str, str]):
             that act through native tool calls (`action_format: tools`); see `tools()`.
         tool_instructions: The scenario in words for a model that acts through tools: the system prompt
             without its reply format (empty: the system prompt is used).
+        shared_server_thread: Whether an env server runs every session of this class on one worker
+            thread (`agentgym_envs.remote.server.sessions`). True only where a call is short pure-Python
+            work bound to no thread (no I/O, no backend process): there more threads add only thread
+            switches. False (the default): sessions spread over the server's threads. The env class
+            alone chooses it; a client never can (it is no constructor kwarg).
     """
 
     # render_fps only quiets the env checker: ansi rendering returns text and never sleeps.
@@ -229,6 +234,7 @@ class TextEnv(gym.Env[str, str]):
     ray_resources: ClassVar[Mapping[str, float]] = {"num_cpus": 1 / 32, "memory": 64 * 2**20, "envs_per_actor": 32}
     action_tools: ClassVar[tuple[ActionTool, ...]] = ()
     tool_instructions: ClassVar[str] = ""
+    shared_server_thread: ClassVar[bool] = False
 
     def __init__(self, render_mode: str | None = None, max_observation_length: int = 1 << 17):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:

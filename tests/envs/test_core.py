@@ -10,7 +10,8 @@ import pytest
 
 import agentgym_envs
 from agentgym_envs import EpisodeOverError, TextSpace
-from agentgym_envs.core import INFO_KEYS
+from agentgym_envs.core import INFO_KEYS, TextEnv
+from agentgym_envs.textcraft.env import TextCraftEnv
 
 
 @pytest.fixture
@@ -41,6 +42,11 @@ def test_info_keys_on_reset_and_step(env) -> None:
     assert set(INFO_KEYS) <= set(info) and info["valid_action"] is True
     assert info["task_id"].startswith("GoToLocal/") and info["category"] == "GoTo"
     assert isinstance(info["available_actions"], list) and "turn left" in info["available_actions"]
+
+
+def test_only_an_env_class_that_says_so_shares_a_server_thread(env) -> None:
+    assert TextEnv.shared_server_thread is False and env.unwrapped.shared_server_thread is False
+    assert TextCraftEnv.shared_server_thread is True
 
 
 def test_non_string_action_is_a_type_error(env) -> None:

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.envs.registration import load_env_creator
 
 import agentgym_envs
+from agentgym_envs.core import TextEnv
 from agentgym_envs.remote import wire
 from agentgym_envs.remote.description import EnvDescription, describe_env
-from agentgym_envs.remote.server.policy import KwargsPolicy
+from agentgym_envs.remote.server.policy import KwargsPolicy, env_class
 from agentgym_envs.remote.server.session import Session
 from agentgym_envs.remote.server.workers import CallTimeout, WorkerPool, restart_clock
 from agentgym_envs.remote.wire import ApiError, bounded, env_error
@@ -57,15 +57,15 @@ DEFAULT_CALL_TIMEOUT = 300.0
 @functools.cache
 def _shares_a_thread(env_id: str) -> bool:
     """Whether `env_id`'s class says its calls are short pure-Python work bound to no thread
-    (`shared_server_thread = True`, e.g. TextCraft): then every session of it runs on one worker thread.
+    (`TextEnv.shared_server_thread`, True for TextCraft): then every session of it runs on one worker thread.
     Spread over threads, such calls gain nothing (they hold the GIL) and each batch pays a thread switch
     per thread it touches, which costs more than the calls themselves."""
-    entry_point = gym.registry[env_id].entry_point
     try:
-        env_class = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        creator = env_class(env_id)
     except Exception:  # an id whose class cannot be found fails when it is made, with the real error
         return False
-    return getattr(env_class, "shared_server_thread", False) is True
+    # A foreign Gymnasium env or a factory function does not declare it: the contract's default.
+    return getattr(creator, "shared_server_thread", TextEnv.shared_server_thread) is True
 
 
 def _batch_error(error: ApiError) -> bytes:

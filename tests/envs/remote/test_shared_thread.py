@@ -14,16 +14,29 @@ import agentgym_envs  # noqa: F401
 from agentgym_envs.remote.server import create_app
 from agentgym_envs.remote.server.local import ServerThread
 from agentgym_envs.remote.server.sessions import SessionManager, _shares_a_thread
-from agentgym_envs.textcraft.env import TextCraftEnv
+from agentgym_envs.remote.wire import ApiError
 
 TEXTCRAFT = "AgentGym/TextCraft-v0"
 BABYAI = "AgentGym/BabyAI-GoToLocal-v0"
 
 
 def test_only_envs_that_say_so_share_a_thread() -> None:
-    assert TextCraftEnv.shared_server_thread is True
     assert _shares_a_thread(TEXTCRAFT) and _shares_a_thread("AgentGym/TextCraft-Depth2-v0")
     assert not _shares_a_thread(BABYAI)
+    assert not _shares_a_thread("CartPole-v1")  # a foreign env declares nothing: the contract's default
+
+
+def test_a_client_cannot_choose_the_shared_thread() -> None:
+    async def main() -> None:
+        manager = SessionManager([TEXTCRAFT], ttl=None)
+        try:
+            with pytest.raises(ApiError) as refused:
+                await manager.create(TEXTCRAFT, {"shared_server_thread": False})
+            assert refused.value.status == 403 and "shared_server_thread" in refused.value.detail
+        finally:
+            await manager.shutdown()
+
+    asyncio.run(main())
 
 
 def test_textcraft_sessions_share_one_slot_and_others_spread() -> None:
