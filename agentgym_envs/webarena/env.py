@@ -4,6 +4,7 @@ configs, actions and evaluators, and an embedded offline shop so it works with n
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future
 from typing import Any, ClassVar
 
 from agentgym_envs.clientargs import ClientKwarg, IntRange, check_int, check_number
@@ -113,6 +114,15 @@ class WebArenaEnv(TextEnv):
         timeout_ms: Limit of one element action in milliseconds.
         navigation_timeout_ms: Limit of one page load in milliseconds.
         render_mode: None or "ansi".
+        prelaunch: Get ready at `gym.make` rather than at the first reset: the process's shared browser
+            starts launching in the background at once (with a throwaway first page) and this env's
+            embedded sites start, so that the first reset waits only for what is left of the launch.
+            Off by default: an env made and closed without a reset (listing tasks, describing the env,
+            building a dataset) would launch a browser for nothing (about 400 MB while it runs: Chromium
+            270 MB, Playwright's driver 125 MB) and its `make` and `close` would wait on the launch. Turn
+            it on where an env is made a while before its first reset (a rollout worker or an env server
+            at startup). A failed launch is raised by the first reset (the next one launches anew);
+            `close` stops the browser as after a reset, when this env was its last user.
     """
 
     default_max_turns = 15
@@ -162,6 +172,7 @@ class WebArenaEnv(TextEnv):
         timeout_ms: float = 3000,
         navigation_timeout_ms: float = 30000,
         render_mode: str | None = None,
+        prelaunch: bool = False,
     ):
         # The page part is bounded by max_tree_chars, every other part by the _MAX_* limits above.
         super().__init__(render_mode=render_mode, max_observation_length=max(1 << 17, max_tree_chars + 12_000))
@@ -176,19 +187,32 @@ class WebArenaEnv(TextEnv):
             raise ValueError(
                 f"site_urls must map site names to http(s) URLs such as 'http://127.0.0.1:7770', got {bad_urls}"
             )
-        if config_dir is None:
-            self.catalog = TaskCatalog.bundled()
-            self._embedded: EmbeddedSites | None = EmbeddedSites()
-        else:
-            self.catalog = TaskCatalog.from_directory(config_dir)
-            self._embedded = None
-            self.splits = self.catalog.splits
-        self._site_urls = dict(site_urls or {})
         self.allowed_origins = tuple(allowed_origins)
         bad = [origin for origin in self.allowed_origins if origin_of(origin) is None]
         if bad:
             raise ValueError(f"allowed_origins must be http(s) URLs such as 'http://tiles.local:8080', got {bad}")
         self.chromium_path = chromium_path
+        self._manager = get_manager()
+        self._acquired = False  # whether this env counts as a user of the shared browser
+        self._launching: Future | None = None  # the launch the next reset waits for (`prelaunch`, first reset)
+        self._embedded: EmbeddedSites | None = None
+        if prelaunch:
+            self._launch_in_background()  # first: the launch runs while the catalog is built
+        try:
+            if config_dir is None:
+                self.catalog = TaskCatalog.bundled()
+                self._embedded = EmbeddedSites()
+                if prelaunch:
+                    self._embedded.start()
+            else:
+                self.catalog = TaskCatalog.from_directory(config_dir)
+                self.splits = self.catalog.splits
+        except BaseException:
+            self._release_browser()
+            if self._embedded is not None:
+                self._embedded.stop()
+            raise
+        self._site_urls = dict(site_urls or {})
         self.judge = judge if judge is not None else judge_from_environment()
         self.helpers = dict(helpers or {})
         self._site_helpers: dict[str, Helper] = {}
@@ -196,8 +220,6 @@ class WebArenaEnv(TextEnv):
         self.max_tree_chars = max_tree_chars
         self.timeout_ms = timeout_ms
         self.navigation_timeout_ms = navigation_timeout_ms
-        self._manager = get_manager()
-        self._acquired = False
         self._session: Any = None
         self._view: Any = None
         self._current: Task | None = None  # the episode's task, resolved (core's `_task` is its info)
@@ -206,6 +228,26 @@ class WebArenaEnv(TextEnv):
         self._shown = 0
         self._previous = "None"
         self._visited: list[str] = []
+
+    def _launch_in_background(self) -> None:
+        """Hold the shared browser and start launching it on its thread (`BrowserManager.prelaunch`)."""
+        try:
+            executable = find_chromium(self.chromium_path)
+        except FileNotFoundError:
+            return  # nothing to launch: the first reset raises this error
+        self._manager.acquire()
+        self._acquired = True
+        self._launching = self._manager.prelaunch(executable)
+
+    def _release_browser(self) -> None:
+        """No longer use the shared browser: a launch that has not begun is dropped, and the last user
+        stops the browser (after a launch under way, which its thread finishes first)."""
+        launching, self._launching = self._launching, None
+        if launching is not None:
+            launching.cancel()
+        if self._acquired:
+            self._acquired = False
+            self._manager.release()
 
     # ---- tasks ----------------------------------------------------------------------------------
     def tasks(self, split: str = "train") -> list[str]:
@@ -226,6 +268,11 @@ class WebArenaEnv(TextEnv):
     def _reset_task(self, task_id: str) -> tuple[str, dict[str, Any]]:
         task = self.catalog.by_id[task_id]
         executable = find_chromium(self.chromium_path)
+        if not self._acquired:
+            # The browser launches (or is found running) on its thread while the sites start here.
+            self._manager.acquire()
+            self._acquired = True
+            self._launching = self._manager.submit(self._manager.browser, executable)
         if self._embedded is not None:
             self._embedded.start()
             self._embedded.restore()
@@ -239,10 +286,10 @@ class WebArenaEnv(TextEnv):
         site_origins = list(urls.values()) if self._embedded is not None else [urls[s] for s in task.sites if s in urls]
         policy = OriginPolicy([*resolved.start_urls, *site_origins, *self.allowed_origins])
         storage_state = resolved.storage_state_path()
-        if not self._acquired:
-            self._manager.acquire()
-            self._acquired = True
         self._close_session()
+        launching, self._launching = self._launching, None
+        if launching is not None:
+            launching.result()  # a failed launch raises its error here, once; the next reset launches anew
         cookies = self._embedded.cookies() if self._embedded is not None else None
         self._session, self._view = self._manager.call(self._open, executable, policy, resolved, storage_state, cookies)
         self._current = resolved
@@ -493,9 +540,7 @@ class WebArenaEnv(TextEnv):
 
     def close(self) -> None:
         self._close_session()
-        if self._acquired:
-            self._acquired = False
-            self._manager.release()
+        self._release_browser()
         if self._embedded is not None:
             self._embedded.stop()
         self._view = None
