@@ -5,7 +5,7 @@
 
 A benchmark, not a test (tens of minutes on a CPU). One run is one *setting*:
 
-1. zero-shot: the checkpoint plays `--eval-tasks` held-out test tasks (one episode each);
+1. zero-shot: the checkpoint plays `--eval-tasks` held-out test tasks (`--eval-episodes-per-task` each);
 2. SFT warm start (`--sft-steps` > 0): a few steps of `run_sft` on episodes of a scripted
    high-level player (`go to <the mission's object> 1` when it is listed among the available
    actions, else `turn left`), short enough to teach the `Action:` line without solving the level;
@@ -23,7 +23,9 @@ Intervals are the project's (95% normal intervals over per-task means, `evaluate
 RL-minus-start differences are paired by task (`evaluate.paired_difference`). Every setting run
 (learning or not) is kept in `--out` under its `--name`, with its arguments, wall times, commit,
 per-step training log and a few replies of each stage. `--model PATH_OR_ID` repeats the run with
-another causal LM (e.g. Qwen2.5-0.5B-Instruct on a GPU).
+another causal LM (e.g. Qwen2.5-0.5B-Instruct on a GPU). The stages (`run`), the results file
+(`Recorder`) and the shared arguments (`make_parser`) serve other scenarios too
+(`real_model_textcraft.py`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import random
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,7 @@ import torch
 import agentgym_envs  # noqa: F401  (registers the AgentGym ids)
 from agentgym_envs.babyai.env import BabyAIEnv
 from agentgym_train.evaluation.evaluate import (
+    Estimate,
     EvalResult,
     estimate,
     evaluate_model,
@@ -190,19 +194,20 @@ def grpo_args(args: argparse.Namespace, env_id: str, output_dir: str) -> MultiTu
     )
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def make_parser(description: str, out: Path) -> argparse.ArgumentParser:
+    """The arguments every scenario's run takes (`run`); a scenario adds its own."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--name", default="default", help="key of this setting in the results file")
     parser.add_argument("--model", default=SMOLLM2_NAME, help="checkpoint path or hub id (default: offline SmolLM2)")
     parser.add_argument(
         "--torch-threads", type=int, default=1, help="1: on a loaded 2-core CPU, 2 threads ran 4x slower"
     )
-    parser.add_argument("--level", default="GoToObj", help="BabyAI level (GoToObj, GoToLocal, ...)")
     parser.add_argument("--max-turns", type=int, default=2)
     parser.add_argument("--max-turn-tokens", type=int, default=12)
     parser.add_argument("--max-completion-length", type=int, default=256)
     parser.add_argument("--temperature", type=float, default=1.0, help="training and evaluation")
-    parser.add_argument("--eval-tasks", type=int, default=100, help="held-out test tasks, one episode each")
+    parser.add_argument("--eval-tasks", type=int, default=100, help="held-out test tasks")
+    parser.add_argument("--eval-episodes-per-task", type=int, default=1, help="episodes of each held-out task")
     parser.add_argument("--zero-shot-from", help="reuse the zero-shot stage of this earlier setting (same evaluation)")
     parser.add_argument("--sft-episodes", type=int, default=64, help="episodes of the demonstrator (all kept)")
     parser.add_argument(
@@ -220,20 +225,32 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="SFT data and training")
     parser.add_argument("--eval-seed", type=int, default=0, help="evaluation sampling (the same for every setting)")
     parser.add_argument("--work", default="/tmp/real_model_learning", help="scratch directory for trainer output")
-    parser.add_argument("--out", default=str(DEFAULT_OUT))
-    return parser.parse_args()
+    parser.add_argument("--out", default=str(out))
+    return parser
 
 
-def main() -> None:
-    args = parse_args()
+#: plays the scripted player: (split, task ids, max turns, seed, noise) -> episodes (`play_scripted`'s)
+Player = Callable[[str, list[str], int, int, float], list[dict[str, Any]]]
+
+
+def run(
+    args: argparse.Namespace,
+    env_id: str,
+    system_prompt: str,
+    play: Player,
+    random_policy: Callable[[list[str]], Estimate],
+) -> None:
+    """One setting: references, zero-shot, SFT on `play`'s noisy episodes, GRPO, and the held-out evaluations.
+
+    `random_policy(held_out)`: the success of a random policy on the held-out task ids."""
     torch.set_num_threads(args.torch_threads)
     torch.manual_seed(args.seed)
     started = time.perf_counter()
-    env_id = register_brief(args.level)
-    rec = Recorder(Path(args.out), args.name, {**vars(args), "env_id": env_id, "system_prompt": BRIEF_PROMPT})
+    rec = Recorder(Path(args.out), args.name, {**vars(args), "env_id": env_id, "system_prompt": system_prompt})
     work = Path(args.work) / args.name
     evaluation = {
         "num_tasks": args.eval_tasks,
+        "episodes_per_task": args.eval_episodes_per_task,
         "max_turns": args.max_turns,
         "max_turn_tokens": args.max_turn_tokens,
         "max_completion_length": args.max_completion_length,
@@ -242,16 +259,12 @@ def main() -> None:
         "progress": False,
     }
 
-    # references on the same held-out tasks: uniform over the listed actions, and the scripted player
+    # references on the same held-out tasks (one episode each): a random policy, and the scripted player
     held_out = [str(t) for t in split_tasks(env_id, "test", args.eval_tasks)]
-    random_policy = evaluate_random(env_id, num_tasks=args.eval_tasks, max_turns=args.max_turns, seed=args.eval_seed)
-    scripted_rows = [
-        {"task_id": p["task_id"], "success": float(p["success"]), "return": float(p["success"]), "turns": 0}
-        for p in play_scripted(env_id, "test", held_out, args.max_turns, args.eval_seed)
-    ]
-    rec.stage("random", {"success": _estimate(random_policy.success)})
-    rec.stage("scripted", {"success": _estimate(summarize_episodes(scripted_rows).success)})
-    print(_row("random (listed actions)", rec.entry["stages"]["random"]), flush=True)
+    scripted = play("test", held_out, args.max_turns, args.eval_seed, 0.0)
+    rec.stage("random", {"success": _estimate(random_policy(held_out))})
+    rec.stage("scripted", {"success": _estimate(estimate([float(p["success"]) for p in scripted]))})
+    print(_row("random policy", rec.entry["stages"]["random"]), flush=True)
     print(_row("scripted player", rec.entry["stages"]["scripted"]), flush=True)
 
     model, tokenizer = load_model(args.model)
@@ -268,9 +281,19 @@ def main() -> None:
     if args.zero_shot_from:
         # the zero-shot stage of an earlier setting of the file, run under the same evaluation settings
         earlier = rec.document["settings"][args.zero_shot_from]
-        same = ("model", "level", "max_turns", "max_turn_tokens", "temperature", "eval_tasks", "eval_seed")
-        ran = {**earlier["args"], "eval_seed": earlier["args"].get("eval_seed", earlier["args"]["seed"])}
-        if any(ran[key] != vars(args)[key] for key in same):
+        same = (
+            "model",
+            "env_id",
+            "max_turns",
+            "max_turn_tokens",
+            "temperature",
+            "eval_tasks",
+            "eval_episodes_per_task",
+            "eval_seed",
+        )
+        ran = {"eval_episodes_per_task": 1, **earlier["args"]}
+        ran["eval_seed"] = ran.get("eval_seed", ran["seed"])
+        if any(ran[key] != rec.entry["args"][key] for key in same):
             raise ValueError(f"--zero-shot-from {args.zero_shot_from}: its settings differ in one of {same}")
         block = earlier["stages"]["zero_shot"]
         rows = [{"return": 0.0, **row} for row in block["episodes"]]  # failed episodes return 0
@@ -282,14 +305,8 @@ def main() -> None:
 
     if args.sft_steps > 0:
         t0 = time.perf_counter()
-        played = play_scripted(
-            env_id,
-            "train",
-            [str(t) for t in split_tasks(env_id, "train", args.sft_episodes)],
-            args.max_turns,
-            args.seed,
-            noise=args.sft_noise,
-        )
+        train_ids = [str(t) for t in split_tasks(env_id, "train", args.sft_episodes)]
+        played = play("train", train_ids, args.max_turns, args.seed, args.sft_noise)
         chats = [p["chat"] for p in played]  # the demonstrator as it is, failures included
         run_sft(
             model,
@@ -367,6 +384,21 @@ def main() -> None:
         print(f"{name:<28} {d['mean']:+.3f}  [{d['low']:+.3f}, {d['high']:+.3f}]")
     print(f"RL over its start: {'a gain beyond the interval' if rec.entry['learned'] else 'no significant gain'}")
     print(f"wrote {args.out} ({rec.entry['wall_s']:.0f} s)")
+
+
+def main() -> None:
+    parser = make_parser(__doc__.splitlines()[0], DEFAULT_OUT)
+    parser.add_argument("--level", default="GoToObj", help="BabyAI level (GoToObj, GoToLocal, ...)")
+    args = parser.parse_args()
+    env_id = register_brief(args.level)
+
+    def play(split: str, task_ids: list[str], max_turns: int, seed: int, noise: float) -> list[dict[str, Any]]:
+        return play_scripted(env_id, split, task_ids, max_turns, seed, noise)
+
+    def random_policy(held_out: list[str]) -> Estimate:  # uniform over the listed actions
+        return evaluate_random(env_id, num_tasks=len(held_out), max_turns=args.max_turns, seed=args.eval_seed).success
+
+    run(args, env_id, BRIEF_PROMPT, play, random_policy)
 
 
 if __name__ == "__main__":
