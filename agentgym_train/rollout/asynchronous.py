@@ -65,7 +65,8 @@ from agentgym_train.rollout.calls import CallRunner
 
 if TYPE_CHECKING:
     from agentgym_train.rollout.backends.protocol import StreamingGenerator, TurnGenerator
-    from agentgym_train.rollout.engine import Episode, RolloutEngine, Task, _Slot
+    from agentgym_train.rollout.engine import RolloutEngine, _Slot
+    from agentgym_train.rollout.episode import Episode, Task
 
 logger = logging.getLogger(__name__)
 _warned: set[int] = set()

@@ -33,7 +33,8 @@ from typing import Any
 import torch
 
 from agentgym_train.rollout.backends.protocol import Reply, TurnGenerator
-from agentgym_train.rollout.engine import Episode, RolloutEngine
+from agentgym_train.rollout.engine import RolloutEngine
+from agentgym_train.rollout.episode import Episode
 from agentgym_train.rollout.stops import StopStrings
 
 #: The version of a token the model did not sample (the env's, or an added end-of-turn token).

@@ -57,7 +57,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from agentgym_train.rollout.engine import Episode, Task
+from agentgym_train.rollout.episode import Episode, Task
 from agentgym_train.rollout.versioned import correction_weights, oldest_version
 from agentgym_train.rollout.worker import GenerationWorker, ServerGenerationWorker, WorkerSpec
 

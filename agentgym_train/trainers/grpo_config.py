@@ -11,6 +11,7 @@ import torch
 from trl import GRPOConfig
 
 from agentgym_train import estimators as adv
+from agentgym_train import gigpo
 from agentgym_train.trainers import sampling
 from agentgym_train.trainers import truncation as trunc
 
@@ -300,11 +301,11 @@ class MultiTurnGRPOConfig(GRPOConfig):
         turn_samples.check_settings(self)
 
     def _check_gigpo(self, estimator: adv.Estimator) -> None:
-        if self.gigpo_norm not in adv.GIGPO_NORMS:
-            raise ValueError(f"gigpo_norm must be one of {adv.GIGPO_NORMS}, got {self.gigpo_norm!r}")
-        if self.gigpo_episode_stats not in adv.GIGPO_EPISODE_STATS:
+        if self.gigpo_norm not in gigpo.GIGPO_NORMS:
+            raise ValueError(f"gigpo_norm must be one of {gigpo.GIGPO_NORMS}, got {self.gigpo_norm!r}")
+        if self.gigpo_episode_stats not in gigpo.GIGPO_EPISODE_STATS:
             raise ValueError(
-                f"gigpo_episode_stats must be one of {adv.GIGPO_EPISODE_STATS}, got {self.gigpo_episode_stats!r}"
+                f"gigpo_episode_stats must be one of {gigpo.GIGPO_EPISODE_STATS}, got {self.gigpo_episode_stats!r}"
             )
         if estimator.name == "gigpo" and self.scale_rewards not in ("group", True):
             raise ValueError(

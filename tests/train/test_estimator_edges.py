@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from agentgym_train import estimators as adv
+from agentgym_train import gigpo
 
 NAN = float("nan")
 
@@ -69,7 +70,7 @@ def test_defaults_are_the_documented_ones() -> None:
         adv.reinforce_pp_advantages("reinforce++", scores, 2, rows, mask, kl, turn_ends=ends),
         adv.reinforce_pp_advantages("reinforce++", scores, 2, rows, mask, kl, 0.0, 1.0, None, None, ends, 1.0),
     )
-    assert adv.turn_returns([0.5, 0.25], 2.0) == adv.turn_returns([0.5, 0.25], 2.0, 1.0) == [2.0, 1.5]
+    assert gigpo.turn_returns([0.5, 0.25], 2.0) == gigpo.turn_returns([0.5, 0.25], 2.0, 1.0) == [2.0, 1.5]
 
 
 def naive_returns(scores, mask, paid, ends, gamma, turn_gamma):
@@ -155,23 +156,23 @@ def test_whitening_spans_the_other_process_rows() -> None:
 # ---- GiGPO ---------------------------------------------------------------------------------------------
 def test_gigpo_step_groups_scaling_and_refusals() -> None:
     # scaled: (R - mean) / (unbiased std + 1e-6), exactly
-    scaled = adv.gigpo_step_advantages([[1.0], [3.0]], [["s"], ["s"]], 2, norm="mean_std_norm")
+    scaled = gigpo.gigpo_step_advantages([[1.0], [3.0]], [["s"], ["s"]], 2, norm="mean_std_norm")
     assert scaled == [[-1.0 / (math.sqrt(2) + 1e-6)], [1.0 / (math.sqrt(2) + 1e-6)]]
     # a turn alone in its step group (the first met) does not stop the shared ones after it
-    step = adv.gigpo_step_advantages([[1.0, 2.0], [5.0, 4.0]], [["a", "b"], ["c", "b"]], 2)
+    step = gigpo.gigpo_step_advantages([[1.0, 2.0], [5.0, 4.0]], [["a", "b"], ["c", "b"]], 2)
     assert step == [[0.0, -1.0], [0.0, 1.0]]
     with pytest.raises(ValueError, match="a multiple of group_size=2"):
-        adv.gigpo_step_advantages([[1.0], [2.0], [3.0]], [["s"], ["s"], ["s"]], 2)
+        gigpo.gigpo_step_advantages([[1.0], [2.0], [3.0]], [["s"], ["s"], ["s"]], 2)
     with pytest.raises(ValueError, match=r"gigpo_norm must be one of \('mean_norm', 'mean_std_norm'\), got 'std'"):
-        adv.gigpo_step_advantages([[1.0], [2.0]], [["s"], ["s"]], 2, norm="std")
+        gigpo.gigpo_step_advantages([[1.0], [2.0]], [["s"], ["s"]], 2, norm="std")
     with pytest.raises(ValueError, match="one turn count per episode"):
-        adv.gigpo_episode_advantages(torch.tensor([1.0, 0.0]), 2, turns=[1])
+        gigpo.gigpo_episode_advantages(torch.tensor([1.0, 0.0]), 2, turns=[1])
     with pytest.raises(ValueError, match="episode 1: 2 returns for 1 states"):
-        adv.gigpo_step_advantages([[1.0], [2.0, 3.0]], [["s"], ["s"]], 2)
+        gigpo.gigpo_step_advantages([[1.0], [2.0, 3.0]], [["s"], ["s"]], 2)
     with pytest.raises(ValueError):  # values and spans of different lengths are refused, not zipped short
-        adv.per_turn_to_tokens([[1.0, 2.0]], [[(0, 1)]], 4)
+        gigpo.per_turn_to_tokens([[1.0, 2.0]], [[(0, 1)]], 4)
     with pytest.raises(ValueError):
-        adv.per_turn_to_tokens([[1.0], [2.0]], [[(0, 1)]], 4)
+        gigpo.per_turn_to_tokens([[1.0], [2.0]], [[(0, 1)]], 4)
 
 
 def test_refusals_name_the_problem() -> None:

@@ -13,6 +13,7 @@ import torch
 from train_helpers import launch_two_processes, rank_reports
 
 from agentgym_train import estimators as adv
+from agentgym_train import gigpo
 
 
 def pad(rows: list[list], width: int) -> torch.Tensor:
@@ -53,13 +54,14 @@ def expected(name: str, whole: dict) -> torch.Tensor:
         return adv.masked_whiten(advantages, mask)
     assert name == "gigpo"
     returns = [
-        adv.turn_returns(turns, float(r), GIGPO_GAMMA) for turns, r in zip(whole["turn_rewards"], rewards, strict=True)
+        gigpo.turn_returns(turns, float(r), GIGPO_GAMMA)
+        for turns, r in zip(whole["turn_rewards"], rewards, strict=True)
     ]
     states = [keys[: len(rs)] for keys, rs in zip(whole["state_keys"], returns, strict=True)]
-    step = adv.gigpo_step_advantages(returns, states, GROUP)
+    step = gigpo.gigpo_step_advantages(returns, states, GROUP)
     spans = [s[: len(v)] for s, v in zip(whole["reply_spans"], step, strict=True)]
-    tokens = adv.per_turn_to_tokens(step, spans, whole["width"]).double()
-    return adv.gigpo_episode_advantages(rewards, GROUP).unsqueeze(1) + 0.5 * tokens
+    tokens = gigpo.per_turn_to_tokens(step, spans, whole["width"]).double()
+    return gigpo.gigpo_episode_advantages(rewards, GROUP).unsqueeze(1) + 0.5 * tokens
 
 
 def critic_values(ranks: list[dict], width: int) -> torch.Tensor:

@@ -19,7 +19,7 @@ import torch
 from train_helpers import BABYAI, ENV_KWARGS, grpo_args
 
 import agentgym_envs  # noqa: F401
-from agentgym_train import estimators as adv
+from agentgym_train import gigpo
 from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import RolloutEngine, Task
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
@@ -27,21 +27,21 @@ from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 
 def test_turn_returns_by_hand() -> None:
     # the env paid 0, 0.5, 0 and the trainer's reward is 1.0: the remaining 0.5 is paid on the last turn
-    assert adv.turn_returns([0.0, 0.5, 0.0], 1.0, gamma=0.5) == [0.375, 0.75, 0.5]
-    assert adv.turn_returns([0.0, 0.0, 1.0], 1.0, gamma=1.0) == [1.0, 1.0, 1.0]
-    assert adv.turn_returns([], 1.0) == []
-    assert adv.turn_returns([1.0], 1.00001) == [1.00001]  # a rest past float32's rounding is paid
+    assert gigpo.turn_returns([0.0, 0.5, 0.0], 1.0, gamma=0.5) == [0.375, 0.75, 0.5]
+    assert gigpo.turn_returns([0.0, 0.0, 1.0], 1.0, gamma=1.0) == [1.0, 1.0, 1.0]
+    assert gigpo.turn_returns([], 1.0) == []
+    assert gigpo.turn_returns([1.0], 1.00001) == [1.00001]  # a rest past float32's rounding is paid
 
 
 def test_equal_tails_get_exact_zeros_under_both_norms() -> None:
     """A pays 0.3 then 0.6, B pays 0.6, and B's turn starts where A's second did: equal tails. TRL hands the
     rewards over as float32 (0.9 -> 0.89999998, 0.6 -> 0.60000002); that rounding is no payment."""
     a_reward, b_reward = torch.tensor([0.9, 0.6]).tolist()
-    a, b = adv.turn_returns([0.3, 0.6], a_reward, gamma=0.95), adv.turn_returns([0.6], b_reward, gamma=0.95)
+    a, b = gigpo.turn_returns([0.3, 0.6], a_reward, gamma=0.95), gigpo.turn_returns([0.6], b_reward, gamma=0.95)
     assert (a, b) == ([0.3 + 0.95 * 0.6, 0.6], [0.6])
-    for norm in adv.GIGPO_NORMS:  # the residuals 2e-8 apart gave +-0.023 under mean_std_norm
-        assert adv.gigpo_step_advantages([a, b], [["r", "s"], ["s"]], 2, norm=norm) == [[0.0, 0.0], [0.0]]
-        assert adv.gigpo_episode_advantages(torch.tensor([0.1, 0.1, 0.1]), 3, norm).tolist() == [0.0] * 3
+    for norm in gigpo.GIGPO_NORMS:  # the residuals 2e-8 apart gave +-0.023 under mean_std_norm
+        assert gigpo.gigpo_step_advantages([a, b], [["r", "s"], ["s"]], 2, norm=norm) == [[0.0, 0.0], [0.0]]
+        assert gigpo.gigpo_episode_advantages(torch.tensor([0.1, 0.1, 0.1]), 3, norm).tolist() == [0.0] * 3
 
 
 def test_episode_level_by_hand_in_both_norms_and_both_statistics() -> None:
@@ -62,7 +62,7 @@ def test_episode_level_by_hand_in_both_norms_and_both_statistics() -> None:
     want[("mean_norm", "rows")] = rows_centred
     want[("mean_std_norm", "rows")] = [c / (rows_std + 1e-6) for c in rows_centred]
     for (norm, stats), first in want.items():
-        got = adv.gigpo_episode_advantages(rewards, 4, norm, turns if stats else None).tolist()
+        got = gigpo.gigpo_episode_advantages(rewards, 4, norm, turns if stats else None).tolist()
         assert got[:4] == pytest.approx(first, abs=1e-12), (norm, stats)
         assert got[4:] == [0.0] * 4  # NaN left out; the others equal: exact zeros
 
@@ -72,35 +72,35 @@ def test_step_rows_count_each_episode_once_per_turn_as_a_repeated_row() -> None:
     taking per-episode statistics over the rows must give the same advantage."""
     rewards, turns = [0.9, 0.1, 0.4], [3, 1, 2]
     rows = torch.tensor([r for r, k in zip(rewards, turns, strict=True) for _ in range(k)])
-    for norm in adv.GIGPO_NORMS:
-        per_row = adv.gigpo_episode_advantages(rows, len(rows), norm).tolist()
-        got = adv.gigpo_episode_advantages(torch.tensor(rewards), 3, norm, turns).tolist()
+    for norm in gigpo.GIGPO_NORMS:
+        per_row = gigpo.gigpo_episode_advantages(rows, len(rows), norm).tolist()
+        got = gigpo.gigpo_episode_advantages(torch.tensor(rewards), 3, norm, turns).tolist()
         assert got == pytest.approx([per_row[0], per_row[3], per_row[4]], abs=1e-12)
 
 
 def test_no_repeated_state_gives_zero_step_advantages() -> None:
     returns = [[0.5, 1.0], [0.2], [0.0, 0.0, 0.0], [1.0]]
     states = [["a", "b"], ["c"], ["d", "e", "f"], ["g"]]  # two groups of 2, every state once
-    assert adv.gigpo_step_advantages(returns, states, group_size=2) == [[0.0, 0.0], [0.0], [0.0, 0.0, 0.0], [0.0]]
+    assert gigpo.gigpo_step_advantages(returns, states, group_size=2) == [[0.0, 0.0], [0.0], [0.0, 0.0, 0.0], [0.0]]
 
 
 def test_repeated_states_by_hand() -> None:
     # group 0: episodes 0 and 1 start in "s"; episode 0 comes back to "s" on its third turn; "t" is shared too
     returns = [[0.9, 0.8, 0.7], [0.1, 0.3], [1.0], [1.0]]
     states = [["s", "t", "s"], ["s", "t"], ["s"], ["u"]]  # group 1: episodes 2 and 3 share nothing
-    got = adv.gigpo_step_advantages(returns, states, group_size=2)
+    got = gigpo.gigpo_step_advantages(returns, states, group_size=2)
     mean_s, mean_t = (0.9 + 0.7 + 0.1) / 3, (0.8 + 0.3) / 2
     want = [[0.9 - mean_s, 0.8 - mean_t, 0.7 - mean_s], [0.1 - mean_s, 0.3 - mean_t], [0.0], [0.0]]
     flat = [(g, w) for gs, ws in zip(got, want, strict=True) for g, w in zip(gs, ws, strict=True)]
     assert all(math.isclose(g, w, abs_tol=1e-9) for g, w in flat)
-    scaled = adv.gigpo_step_advantages(returns, states, group_size=2, norm="mean_std_norm", eps=0.0)
+    scaled = gigpo.gigpo_step_advantages(returns, states, group_size=2, norm="mean_std_norm", eps=0.0)
     std_s = math.sqrt(sum((x - mean_s) ** 2 for x in (0.9, 0.7, 0.1)) / 2)  # unbiased, as torch.std
     assert math.isclose(scaled[0][0], (0.9 - mean_s) / std_s, rel_tol=1e-9)
     assert math.isclose(scaled[1][1], (0.3 - mean_t) / math.sqrt((0.8 - mean_t) ** 2 + (0.3 - mean_t) ** 2))
 
 
 def test_per_turn_values_land_on_their_reply_tokens() -> None:
-    tokens = adv.per_turn_to_tokens([[1.0, -2.0], [3.0]], [[(0, 2), (4, 5)], [(1, 3)]], width=6)
+    tokens = gigpo.per_turn_to_tokens([[1.0, -2.0], [3.0]], [[(0, 2), (4, 5)], [(1, 3)]], width=6)
     assert tokens.tolist() == [[1.0, 1.0, 0.0, 0.0, -2.0, 0.0], [0.0, 3.0, 3.0, 0.0, 0.0, 0.0]]
 
 

@@ -134,7 +134,7 @@ def patch_trl(mode: str, alphabet: list[int], end: int, weight_names: list[str] 
 
 def countdown_tasks(episodes: list[tuple[str, int]], rank: int) -> list[Any]:
     """The scripted rollout's tasks: each episode ends after its `turns`, whatever the replies."""
-    from agentgym_train.rollout.engine import Task
+    from agentgym_train.rollout.episode import Task
 
     return [
         Task(f"AgentGymTest/Countdown{kind}-v0", f"{turns}-{rank}{j}", "train", 0)

@@ -127,7 +127,7 @@ def test_sleep_mode_wakes_and_pushes_once_per_rollout(
     import trl.generation.vllm_generation as generation
     from vllm_standin import StandInLLM, StandInSamplingParams
 
-    from agentgym_train.rollout.engine import Task
+    from agentgym_train.rollout.episode import Task
 
     model, tokenizer = load_model(tiny_babyai)
     alphabet = tokenizer.convert_tokens_to_ids(list("abcdefghijklmnop"))
