@@ -9,12 +9,16 @@ with one tool call, so that TRL's tool loop really calls the env's tools during 
 from __future__ import annotations
 
 import inspect
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("trl")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train" / "support"))  # train_helpers
+
+from train_helpers import QUIET_RUN
 
 from agentgym_envs.adapters.trl import (
     ActTools,
@@ -177,9 +181,7 @@ def test_grpo_trainer_trains_with_the_environment_factory(tool_calling_tiny_mode
         learning_rate=1e-4,
         temperature=0.5,
         logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        disable_tqdm=True,
+        **QUIET_RUN,
         use_cpu=True,
         bf16=False,
         seed=0,

@@ -10,6 +10,9 @@ BABYAI = "AgentGym/BabyAI-GoToLocal-v0"
 #: The shipped accelerate configs (FSDP, DeepSpeed ZeRO, DDP).
 ACCELERATE_CONFIGS = Path(__file__).resolve().parents[3] / "agentgym_train" / "configs" / "accelerate"
 ENV_KWARGS = {"show_actions": False}
+#: The TrainingArguments of a test run that leaves nothing behind: no reporting integration, no checkpoint, no
+#: progress bar.
+QUIET_RUN = {"report_to": "none", "save_strategy": "no", "disable_tqdm": True}
 
 
 def grpo_args(output_dir: Path, **overrides: Any) -> Any:
@@ -27,14 +30,37 @@ def grpo_args(output_dir: Path, **overrides: Any) -> Any:
         "learning_rate": 1e-3,
         "max_steps": 2,
         "logging_steps": 1,
-        "report_to": "none",
-        "save_strategy": "no",
+        **QUIET_RUN,
         "activation_checkpointing": False,
-        "disable_tqdm": True,
         "seed": 0,
         **overrides,
     }
     return MultiTurnGRPOConfig(output_dir=str(output_dir), **options)
+
+
+def rft_args(output_dir: Path, **overrides: Any) -> Any:
+    """A small CPU `RFTConfig` for the toy parity task: 2 rounds of 16 tasks x 4 samples (overridable)."""
+    import toy_env
+
+    from agentgym_train.trainers.rft import RFTConfig
+
+    options = {
+        "env_id": toy_env.ENV_ID,
+        "rounds": 2,
+        "tasks_per_round": 16,
+        "samples_per_task": 4,
+        "max_turn_tokens": 1,
+        "max_completion_length": 64,
+        "max_steps": 4,
+        "per_device_train_batch_size": 16,
+        "learning_rate": 5e-3,
+        **QUIET_RUN,
+        "activation_checkpointing": False,
+        "dataloader_pin_memory": False,
+        "seed": 0,
+        **overrides,
+    }
+    return RFTConfig(output_dir=str(output_dir), **options)
 
 
 def close_process_group() -> None:

@@ -12,6 +12,13 @@ from typing import Any
 import pytest
 import torch
 import toy_env
+from policy_versions import (
+    StampingWorker,
+    assert_first_group_masked,
+    assert_first_group_moves_no_loss,
+    moved_weights,
+    token_logps,
+)
 from train_helpers import grpo_args, launch_two_processes, rank_reports
 from trainer_stand_ins import StopAt
 
@@ -23,24 +30,10 @@ from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 from agentgym_train.trainers.grpo_config import MultiTurnGRPOConfig
 
 
-def _moved(model: Any, scale: float, seed: int) -> dict[str, torch.Tensor]:
-    """The model's weights plus seeded noise: another policy version."""
-    gen = torch.Generator().manual_seed(seed)
-    return {k: v + scale * torch.randn(v.shape, generator=gen) for k, v in model.state_dict().items()}
-
-
-def _token_logps(model: Any, ids: list[int], start: int) -> list[float]:
-    """log p(ids[t] | ids[:t]) under `model` for t >= start: one plain forward pass over the whole sequence."""
-    with torch.no_grad():
-        logits = model(torch.tensor([ids])).logits[0].float()
-    logps = torch.log_softmax(logits, dim=-1)
-    return [logps[t - 1, ids[t]].item() for t in range(start, len(ids))]
-
-
 def test_a_reply_across_a_weight_update_records_versions_and_corrects_by_hand(tiny_babyai: Path) -> None:
     model, tokenizer = load_model(tiny_babyai)
     model.eval()
-    v1, v2 = _moved(model, 0.05, 1), _moved(model, 0.1, 2)
+    v1, v2 = moved_weights(model, 0.05, 1), moved_weights(model, 0.1, 2)
     polls = []
 
     def poll():  # version 1 arrives after the reply's first segment
@@ -62,13 +55,13 @@ def test_a_reply_across_a_weight_update_records_versions_and_corrects_by_hand(ti
     ids = context + list(reply.ids)
     # the behaviour logprobs are those of the version that sampled each token, over the whole context (no stale cache)
     model.load_state_dict(v0)
-    expected = _token_logps(model, ids, len(context))[:3]
+    expected = token_logps(model, ids, len(context))[:3]
     model.load_state_dict(v1)
-    expected += _token_logps(model, ids, len(context))[3:]
+    expected += token_logps(model, ids, len(context))[3:]
     assert reply.logprobs == pytest.approx(expected, abs=1e-4)
     # the correction against the current policy (version 2), truncated at 1.2, by hand
     model.load_state_dict(v2)
-    current = _token_logps(model, ids, len(context))
+    current = token_logps(model, ids, len(context))
     by_hand = [min(math.exp(c - b), 1.2) for c, b in zip(current, reply.logprobs, strict=True)]
     weights = correction_weights(
         torch.tensor([current]), torch.tensor([reply.logprobs]), torch.ones(1, 8), "token_truncate", None, 1.2
@@ -109,26 +102,6 @@ def test_the_engine_keeps_each_tokens_version_and_minus_one_where_the_env_spoke(
     assert any(len(set(episode.versions[a:b])) > 1 for episode in episodes for a, b in episode.reply_spans)
 
 
-class FakeWorker:
-    """Plays each job in this process with the trainer's sampler and stamps every sampled token with a version:
-    `versions[g]` for the g-th group of the batch."""
-
-    def __init__(self, trainer: MultiTurnGRPOTrainer, versions: list[int]):
-        self.trainer, self.versions, self.jobs = trainer, versions, {}
-
-    def submit(self, index: int, tasks: list[Task], max_turns: int | None = None) -> None:
-        self.jobs[index] = tasks
-
-    def result(self, index: int) -> tuple[list[Any], dict[str, Any]]:
-        t = self.trainer
-        with torch.no_grad():
-            episodes = t.engine.run(self.jobs[index], t._sampler(t.model))
-        for j, episode in enumerate(episodes):
-            v = self.versions[j // t.num_generations]
-            episode.versions = [v if m else ENV_VERSION for m in episode.env_mask]
-        return episodes, {"generation_time": 0.0, "env_time": 0.0, "version": max(self.versions)}
-
-
 def test_a_group_older_than_max_staleness_never_reaches_the_loss(toy_model: Path, tmp_path: Path) -> None:
     model, tokenizer = load_model(toy_model)
     args = grpo_args(
@@ -145,25 +118,11 @@ def test_a_group_older_than_max_staleness_never_reaches_the_loss(toy_model: Path
     trainer.current_gradient_accumulation_steps = 1  # what TRL's training loop sets before a loss
     generation = trainer.async_generation
     generation.version = 5  # the trainer has synced 5 times; group 0 was sampled by version 3, group 1 by 4
-    generation.worker = FakeWorker(trainer, [3, 4])
+    generation.worker = StampingWorker(trainer, [3, 4], trainer.model)
     batch = next(iter(trainer.get_train_dataloader()))
     out = trainer._generate_and_score_completions(batch)
-    mask = out["completion_mask"] * out["tool_mask"]
-    assert mask[:4].sum() == 0 and mask[4:].sum() > 0  # the stale group: every token masked
-    assert trainer._metrics["train"]["async/stale_groups"][-1] == 1
-
-    # the loss and its gradient do not change whatever the stale group's advantages are
-    def loss_and_grad(inputs: dict[str, Any]) -> tuple[float, torch.Tensor]:
-        trainer.model.zero_grad()
-        loss = trainer._compute_loss(trainer.model, inputs)
-        loss.backward()
-        return loss.item(), torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
-
-    loss, grad = loss_and_grad(out)
-    changed = dict(out, advantages=out["advantages"].clone())
-    changed["advantages"][:4] += 100.0
-    loss2, grad2 = loss_and_grad(changed)
-    assert loss2 == pytest.approx(loss) and torch.equal(grad, grad2)
+    assert_first_group_masked(trainer, out)
+    assert_first_group_moves_no_loss(trainer, out)
     assert out["advantages"].dim() == 2  # per-token: the advantage times the behaviour correction
 
 

@@ -14,6 +14,13 @@ from typing import Any
 
 import pytest
 import torch
+from policy_versions import (
+    StampingWorker,
+    assert_first_group_masked,
+    assert_first_group_moves_no_loss,
+    moved_weights,
+    token_logps,
+)
 from train_helpers import BABYAI, ENV_KWARGS, grpo_args
 from transformers import TrainerCallback
 from vllm_standin import StandInVLLM, free_port, use_gloo_transfer
@@ -25,18 +32,6 @@ from agentgym_train.rollout.versioned import ENV_VERSION
 from agentgym_train.rollout.worker import ServerGenerationWorker
 from agentgym_train.trainers.grpo import MultiTurnGRPOTrainer
 from agentgym_train.trainers.grpo_config import MultiTurnGRPOConfig
-
-
-def _moved(model: Any, scale: float, seed: int) -> dict[str, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    return {k: v + scale * torch.randn(v.shape, generator=gen) for k, v in model.state_dict().items()}
-
-
-def _token_logps(model: Any, ids: list[int], start: int, stop: int) -> list[float]:
-    """log p(ids[t] | ids[:t]) under `model` for start <= t < stop (one forward pass, temperature 1)."""
-    with torch.no_grad():
-        logps = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), dim=-1)
-    return [logps[t - 1, ids[t]].item() for t in range(start, stop)]
 
 
 def test_trls_client_streams_the_weights_into_the_stand_in_server(tiny_babyai: Path, monkeypatch) -> None:
@@ -55,7 +50,7 @@ def test_trls_client_streams_the_weights_into_the_stand_in_server(tiny_babyai: P
         assert all(torch.equal(served[n], p) for n, p in model.named_parameters())
         assert server.weight_syncs == 1 and not server.updating
 
-        new = _moved(model, 0.1, 1)  # one update of several tensors, as TRL's sync_weights groups them
+        new = moved_weights(model, 0.1, 1)  # one update of several tensors, as TRL's sync_weights groups them
         names = [n for n, _ in model.named_parameters()][:3]
         with client.weight_update():
             for name in names:
@@ -84,7 +79,7 @@ def test_a_reply_across_a_push_records_each_segments_version(tiny_babyai: Path, 
     model, tokenizer = load_model(tiny_babyai)
     model.eval()
     v0 = {k: v.clone() for k, v in model.state_dict().items()}
-    v1 = _moved(model, 0.2, 1)
+    v1 = moved_weights(model, 0.2, 1)
     with StandInVLLM(model, tokenizer=tokenizer) as server:
         client = VLLMClient(base_url=server.url)
         backend = VLLMTurnGenerator(ServerGeneration(client, temperature=1.0), [tokenizer.eos_token_id])
@@ -126,9 +121,9 @@ def test_a_reply_across_a_push_records_each_segments_version(tiny_babyai: Path, 
     ids = episode.prompt_ids + episode.completion_ids
     start = len(episode.prompt_ids)
     model.load_state_dict(v0)
-    under0 = _token_logps(model, ids, start, len(ids))
+    under0 = token_logps(model, ids, start)
     model.load_state_dict(v1)
-    under1 = _token_logps(model, ids, start, len(ids))
+    under1 = token_logps(model, ids, start)
     for k, t in enumerate(sampled):
         want = under0[t] if k < 2 else under1[t]
         assert episode.logprobs[t] == pytest.approx(want, abs=1e-4), (k, t)
@@ -203,25 +198,6 @@ def test_async_training_through_the_server_pushes_the_trainers_weights(
         trainer.engine.close()
 
 
-class ServerFakeWorker:
-    """Plays each job through the trainer's `VLLMGeneration` (the stand-in server) and stamps every sampled token of
-    group g with `versions[g]`."""
-
-    def __init__(self, trainer: MultiTurnGRPOTrainer, versions: list[int]):
-        self.trainer, self.versions, self.jobs = trainer, versions, {}
-
-    def submit(self, index: int, tasks: list[Task], max_turns: int | None = None) -> None:
-        self.jobs[index] = tasks
-
-    def result(self, index: int) -> tuple[list[Any], dict[str, Any]]:
-        t = self.trainer
-        episodes = t.engine.run(self.jobs[index], t._sampler(t.vllm_generation))
-        for j, episode in enumerate(episodes):
-            v = self.versions[j // t.num_generations]
-            episode.versions = [v if m else ENV_VERSION for m in episode.env_mask]
-        return episodes, {"generation_time": 0.0, "env_time": 0.0, "version": max(self.versions)}
-
-
 def test_a_stale_group_never_reaches_the_loss_and_the_correction_is_applied_once(
     tiny_babyai: Path, tmp_path: Path, monkeypatch
 ) -> None:
@@ -239,7 +215,7 @@ def test_a_stale_group_never_reaches_the_loss_and_the_correction_is_applied_once
         trainer.current_gradient_accumulation_steps = 1
         generation = trainer.async_generation
         generation.version = 5  # group 0 sampled by version 3 (stale at max_staleness 1), group 1 by 4
-        generation.worker = ServerFakeWorker(trainer, [3, 4])
+        generation.worker = StampingWorker(trainer, [3, 4], trainer.vllm_generation)  # through the stand-in server
         weigh = generation.correct
         seen: dict[str, torch.Tensor] = {}
 
@@ -252,9 +228,7 @@ def test_a_stale_group_never_reaches_the_loss_and_the_correction_is_applied_once
         batch = next(iter(trainer.get_train_dataloader()))
         out = trainer._generate_and_score_completions(batch)
 
-    mask = out["completion_mask"] * out["tool_mask"]
-    assert mask[:4].sum() == 0 and mask[4:].sum() > 0  # the stale group: every token masked
-    assert trainer._metrics["train"]["async/stale_groups"][-1] == 1
+    mask = assert_first_group_masked(trainer, out)
     # the correction once: TRL's ratio (the same weight) set to 1, ours in the advantages, equal to it by hand
     assert torch.equal(out["importance_sampling_ratio"], torch.ones_like(out["importance_sampling_ratio"]))
     by_hand = correction_weights(
@@ -269,18 +243,7 @@ def test_a_stale_group_never_reaches_the_loss_and_the_correction_is_applied_once
     live = mask.bool()
     assert torch.allclose(seen["trl_ratio"][live], by_hand[live])  # TRL's ratio was this same weight
     assert (by_hand[live] != 1).any()
-
-    def loss_and_grad(inputs: dict[str, Any]) -> tuple[float, torch.Tensor]:
-        trainer.model.zero_grad()
-        loss = trainer._compute_loss(trainer.model, inputs)
-        loss.backward()
-        return loss.item(), torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
-
-    loss, grad = loss_and_grad(out)
-    changed = dict(out, advantages=out["advantages"].clone())
-    changed["advantages"][:4] += 100.0
-    loss2, grad2 = loss_and_grad(changed)
-    assert loss2 == pytest.approx(loss) and torch.equal(grad, grad2)
+    assert_first_group_moves_no_loss(trainer, out)
     trainer.engine.close()
 
 

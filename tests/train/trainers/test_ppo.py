@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 import toy_env
+from train_helpers import QUIET_RUN
 
 from agentgym_train.models.tiny import load_model
 from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
@@ -14,22 +15,7 @@ from agentgym_train.trainers.ppo import MultiTurnPPOConfig, MultiTurnPPOTrainer
 
 def test_ppo_gives_token_level_advantages_and_fits_its_value_model(toy_model: Path, tmp_path: Path) -> None:
     model, tokenizer = load_model(toy_model)
-    args = MultiTurnPPOConfig(
-        output_dir=str(tmp_path),
-        env_id=toy_env.ENV_ID,
-        max_turn_tokens=1,
-        max_completion_length=64,
-        num_generations=4,
-        per_device_train_batch_size=16,
-        learning_rate=5e-3,
-        max_steps=3,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        activation_checkpointing=False,
-        disable_tqdm=True,
-        dataloader_pin_memory=False,
-    )
+    args = ppo_args(tmp_path, per_device_train_batch_size=16, steps_per_generation=None, max_steps=3)
     trainer = MultiTurnPPOTrainer(model, args, processing_class=tokenizer)
     value_before = [p.detach().clone() for p in trainer.value_model.parameters()]
     policy_before = [p.detach().clone() for p in trainer.model.parameters()]
@@ -62,10 +48,8 @@ def ppo_args(tmp_path: Path, **overrides) -> MultiTurnPPOConfig:
         "learning_rate": 5e-3,
         "max_steps": 1,
         "logging_steps": 1,
-        "report_to": "none",
-        "save_strategy": "no",
+        **QUIET_RUN,
         "activation_checkpointing": False,
-        "disable_tqdm": True,
         "dataloader_pin_memory": False,
         **overrides,
     }

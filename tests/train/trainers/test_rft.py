@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 import toy_env
+from train_helpers import rft_args
 
 from agentgym_train.collect import read_records
 from agentgym_train.models.tiny import load_model
 from agentgym_train.rollout import Episode, Task
-from agentgym_train.trainers.rft import RejectionSamplingTrainer, RFTConfig, episode_rows, keep_episodes
+from agentgym_train.trainers.rft import RejectionSamplingTrainer, episode_rows, keep_episodes
 
 
 def _episode(task: str, success: bool, ret: float, error: str | None = None) -> Episode:
@@ -47,25 +48,7 @@ def test_rows_are_the_sampled_tokens_with_the_env_masked() -> None:
 def rft_run(toy_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[RejectionSamplingTrainer, Path]:
     model, tokenizer = load_model(toy_model)
     out = tmp_path_factory.mktemp("rft")
-    args = RFTConfig(
-        output_dir=str(out),
-        env_id=toy_env.ENV_ID,
-        rounds=2,
-        tasks_per_round=16,
-        samples_per_task=4,
-        max_turn_tokens=1,
-        max_completion_length=64,
-        max_steps=4,
-        per_device_train_batch_size=16,
-        learning_rate=5e-3,
-        report_to="none",
-        save_strategy="no",
-        disable_tqdm=True,
-        activation_checkpointing=False,
-        dataloader_pin_memory=False,
-        seed=0,
-    )
-    trainer = RejectionSamplingTrainer(model, args, processing_class=tokenizer)
+    trainer = RejectionSamplingTrainer(model, rft_args(out), processing_class=tokenizer)
     trainer.train()
     return trainer, out
 
@@ -90,23 +73,8 @@ def test_rft_with_lora_trains_only_the_adapter(toy_model: Path, tmp_path: Path) 
 
     model, tokenizer = load_model(toy_model)
     base = {name: p.detach().clone() for name, p in model.named_parameters()}
-    args = RFTConfig(
-        output_dir=str(tmp_path),
-        env_id=toy_env.ENV_ID,
-        rounds=1,
-        tasks_per_round=8,
-        samples_per_task=4,
-        max_turn_tokens=1,
-        max_completion_length=64,
-        max_steps=2,
-        per_device_train_batch_size=8,
-        learning_rate=1e-2,
-        report_to="none",
-        save_strategy="no",
-        disable_tqdm=True,
-        activation_checkpointing=False,
-        dataloader_pin_memory=False,
-        seed=1,
+    args = rft_args(
+        tmp_path, rounds=1, tasks_per_round=8, max_steps=2, per_device_train_batch_size=8, learning_rate=1e-2, seed=1
     )
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
     trainer = RejectionSamplingTrainer(model, args, processing_class=tokenizer, peft_config=lora)
