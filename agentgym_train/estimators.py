@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from agentgym_train.gigpo import gigpo_episode_advantages, gigpo_step_advantages, per_turn_to_tokens, turn_returns
+from agentgym_train.reward_groups import check_groups
 
 #: Built-in estimators that fold the KL penalty into the reward (per token) instead of TRL's KL loss term.
 KL_IN_REWARD = ("reinforce++", "reinforce++_baseline")
@@ -53,11 +54,7 @@ Reduce = Callable[[torch.Tensor], torch.Tensor]
 
 
 def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    if rewards.dim() != 1 or rewards.numel() % group_size:
-        raise ValueError(
-            f"expected a flat tensor of rewards whose length is a multiple of group_size={group_size}, "
-            f"got shape {tuple(rewards.shape)}"
-        )
+    check_groups(rewards, group_size)
     return rewards.float().view(-1, group_size)
 
 

@@ -20,6 +20,8 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
+from agentgym_train.reward_groups import check_groups
+
 #: GiGPO's normalisation of both levels (`gigpo_norm`).
 GIGPO_NORMS = ("mean_norm", "mean_std_norm")
 #: What the episode level's group statistics count (`gigpo_episode_stats`): each episode once, or once per turn.
@@ -84,11 +86,7 @@ def gigpo_episode_advantages(
             episode counts once in its group's mean and std; with them (verl-agent's step rows) an episode
             of k turns counts k times, as it has k rows there, and one of 0 turns not at all.
     """
-    if rewards.dim() != 1 or rewards.numel() % group_size:
-        raise ValueError(
-            f"expected a flat tensor of rewards whose length is a multiple of group_size={group_size}, "
-            f"got shape {tuple(rewards.shape)}"
-        )
+    check_groups(rewards, group_size)
     flat = rewards.double().tolist()
     groups = [flat[start : start + group_size] for start in range(0, len(flat), group_size)]
     if turns is not None and len(turns) != len(rewards):
