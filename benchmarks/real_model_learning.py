@@ -57,6 +57,7 @@ from agentgym_train.evaluation.evaluate import (
 )
 from agentgym_train.models.smollm2 import SMOLLM2_NAME
 from agentgym_train.models.tiny import load_model
+from agentgym_train.scheduler import MaxTurnScheduler
 from agentgym_train.trainers.grpo import MultiTurnGRPOConfig, MultiTurnGRPOTrainer, task_dataset
 from agentgym_train.trainers.sft import run_sft
 from agentgym_wrappers import MultiTurnWrapper
@@ -208,7 +209,15 @@ def make_parser(description: str, out: Path) -> argparse.ArgumentParser:
     parser.add_argument("--temperature", type=float, default=1.0, help="training and evaluation")
     parser.add_argument("--eval-tasks", type=int, default=100, help="held-out test tasks")
     parser.add_argument("--eval-episodes-per-task", type=int, default=1, help="episodes of each held-out task")
-    parser.add_argument("--zero-shot-from", help="reuse the zero-shot stage of this earlier setting (same evaluation)")
+    parser.add_argument(
+        "--zero-shot-from",
+        help="reuse the zero-shot stage of this earlier setting (same evaluation; its episodes per task may differ)",
+    )
+    parser.add_argument(
+        "--sft-from",
+        help="start RL from the SFT checkpoint of this earlier setting (saved under --work), reusing its zero-shot and"
+        " SFT stages",
+    )
     parser.add_argument("--sft-episodes", type=int, default=64, help="episodes of the demonstrator (all kept)")
     parser.add_argument(
         "--sft-noise", type=float, default=0.6, help="demonstrator: share of turns with a random listed action"
@@ -216,8 +225,15 @@ def make_parser(description: str, out: Path) -> argparse.ArgumentParser:
     parser.add_argument("--sft-steps", type=int, default=2)
     parser.add_argument("--sft-batch-size", type=int, default=8)
     parser.add_argument("--sft-lr", type=float, default=5e-5)
-    parser.add_argument("--rl-steps", type=int, default=12)
+    parser.add_argument("--rl-steps", type=int, default=12, help="0: stop after SFT (a start for --sft-from)")
     parser.add_argument("--rl-tasks-per-step", type=int, default=2)
+    parser.add_argument(
+        "--turn-stages",
+        type=int,
+        nargs="+",
+        help="ScalingInter: the training horizons, in order (e.g. 4 6; evaluation keeps --max-turns)",
+    )
+    parser.add_argument("--turn-stage-every", type=int, default=4, help="RL steps of each --turn-stages horizon")
     parser.add_argument("--num-generations", type=int, default=4)
     parser.add_argument("--rl-lr", type=float, default=1e-5)
     parser.add_argument("--lora-r", type=int, default=0, help="LoRA rank on every linear layer (0: full weights)")
@@ -227,6 +243,19 @@ def make_parser(description: str, out: Path) -> argparse.ArgumentParser:
     parser.add_argument("--work", default="/tmp/real_model_learning", help="scratch directory for trainer output")
     parser.add_argument("--out", default=str(out))
     return parser
+
+
+def reuse(rec: Recorder, name: str, same: tuple[str, ...]) -> dict[str, Any]:
+    """The earlier setting `name` of the results file, checked to share this setting's `same` arguments."""
+    earlier = rec.document["settings"].get(name)
+    if earlier is None:
+        raise ValueError(f"no setting {name!r} in {rec.path}")
+    ran = {"eval_episodes_per_task": 1, **earlier["args"]}
+    ran["eval_seed"] = ran.get("eval_seed", ran["seed"])
+    differ = [key for key in same if ran[key] != rec.entry["args"][key]]
+    if differ:
+        raise ValueError(f"setting {name!r} differs from this one in {differ}")
+    return earlier
 
 
 #: plays the scripted player: (split, task ids, max turns, seed, noise) -> episodes (`play_scripted`'s)
@@ -259,6 +288,9 @@ def run(
         "progress": False,
     }
 
+    # a stage reused from an earlier setting must have run under the same evaluation (zero-shot: any episodes per task)
+    evaluation_keys = ("model", "env_id", "max_turns", "max_turn_tokens", "temperature", "eval_tasks", "eval_seed")
+
     # references on the same held-out tasks (one episode each): a random policy, and the scripted player
     held_out = [str(t) for t in split_tasks(env_id, "test", args.eval_tasks)]
     scripted = play("test", held_out, args.max_turns, args.eval_seed, 0.0)
@@ -267,7 +299,9 @@ def run(
     print(_row("random policy", rec.entry["stages"]["random"]), flush=True)
     print(_row("scripted player", rec.entry["stages"]["scripted"]), flush=True)
 
-    model, tokenizer = load_model(args.model)
+    # --sft-from: the earlier setting's SFT checkpoint, with its zero-shot and SFT stages and SFT arguments
+    earlier = reuse(rec, args.sft_from, (*evaluation_keys, "eval_episodes_per_task")) if args.sft_from else None
+    model, tokenizer = load_model(work.parent / args.sft_from / "after_sft" if earlier else args.model)
     if torch.cuda.is_available():  # evaluation plays on the model's device; the trainers place it themselves
         model.to("cuda")
     results: dict[str, EvalResult] = {}
@@ -278,32 +312,24 @@ def run(
         rec.stage(stage, summary(results[stage], time.perf_counter() - t0))
         print(_row(stage, rec.entry["stages"][stage]), flush=True)
 
-    if args.zero_shot_from:
-        # the zero-shot stage of an earlier setting of the file, run under the same evaluation settings
-        earlier = rec.document["settings"][args.zero_shot_from]
-        same = (
-            "model",
-            "env_id",
-            "max_turns",
-            "max_turn_tokens",
-            "temperature",
-            "eval_tasks",
-            "eval_episodes_per_task",
-            "eval_seed",
-        )
-        ran = {"eval_episodes_per_task": 1, **earlier["args"]}
-        ran["eval_seed"] = ran.get("eval_seed", ran["seed"])
-        if any(ran[key] != rec.entry["args"][key] for key in same):
-            raise ValueError(f"--zero-shot-from {args.zero_shot_from}: its settings differ in one of {same}")
-        block = earlier["stages"]["zero_shot"]
-        rows = [{"return": 0.0, **row} for row in block["episodes"]]  # failed episodes return 0
-        results["zero_shot"] = summarize_episodes(rows)
+    if earlier:
+        sft_keys = ("zero_shot_from", "sft_episodes", "sft_noise", "sft_steps", "sft_batch_size", "sft_lr", "seed")
+        rec.entry["args"].update({key: earlier["args"][key] for key in sft_keys})
+        for stage in ("zero_shot", "sft_training", "after_sft"):
+            block = earlier["stages"][stage]
+            rec.stage(stage, {**block, "from_setting": args.sft_from})
+            if "episodes" in block:
+                results[stage] = summarize_episodes([{"return": 0.0, **row} for row in block["episodes"]])
+        print(_row("after_sft (earlier)", earlier["stages"]["after_sft"]), flush=True)
+    elif args.zero_shot_from:
+        block = reuse(rec, args.zero_shot_from, evaluation_keys)["stages"]["zero_shot"]
+        results["zero_shot"] = summarize_episodes([{"return": 0.0, **row} for row in block["episodes"]])
         rec.stage("zero_shot", {**block, "from_setting": args.zero_shot_from})
         print(_row("zero_shot (earlier)", block), flush=True)
     else:
         evaluate("zero_shot")
 
-    if args.sft_steps > 0:
+    if args.sft_steps > 0 and not earlier:
         t0 = time.perf_counter()
         train_ids = [str(t) for t in split_tasks(env_id, "train", args.sft_episodes)]
         played = play("train", train_ids, args.max_turns, args.seed, args.sft_noise)
@@ -318,6 +344,8 @@ def run(
             learning_rate=args.sft_lr,
             seed=args.seed,
         )
+        model.save_pretrained(work / "after_sft")  # a start for later settings' --sft-from
+        tokenizer.save_pretrained(work / "after_sft")
         demo = estimate([float(p["success"]) for p in played])
         rec.stage(
             "sft_training",
@@ -328,7 +356,13 @@ def run(
             },
         )
         evaluate("after_sft")
-    start = "after_sft" if args.sft_steps > 0 else "zero_shot"
+        if args.rl_steps == 0:
+            rec.entry["status"] = "done: SFT start only"
+            rec.entry["wall_s"] = round(time.perf_counter() - started, 1)
+            rec.write()
+            print(f"wrote {args.out}; SFT checkpoint {work / 'after_sft'} ({rec.entry['wall_s']:.0f} s)")
+            return
+    start = "after_sft" if "after_sft" in results else "zero_shot"
 
     t0 = time.perf_counter()
     peft_config = None
@@ -344,11 +378,13 @@ def run(
         train_dataset=task_dataset(env_id, "train", seed=args.seed),
         processing_class=tokenizer,
         peft_config=peft_config,
+        callbacks=[MaxTurnScheduler.stages(args.turn_stages, args.turn_stage_every)] if args.turn_stages else None,
     )
     trainer.train()
     trainer.engine.close()
     model = trainer.model
-    keys = ("step", "episode/success", "episode/return", "episode/turns", "episode/invalid_reply_rate", "grad_norm")
+    keys = ("step", "episode/success", "episode/return", "episode/turns", "rollout/max_turns")
+    keys += ("episode/invalid_reply_rate", "grad_norm")
     log = [{k: row[k] for k in keys if k in row} for row in trainer.state.log_history if "episode/success" in row]
     training_success = estimate([row["episode/success"] for row in log])
     rec.stage(
