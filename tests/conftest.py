@@ -6,6 +6,10 @@ import gc
 
 import pytest
 
+# the shared helpers in tests/train/support check with plain asserts: rewrite them like the tests' own, so a
+# failure shows its values (they are imported by module name once tests/train/conftest.py puts them on the path)
+pytest.register_assert_rewrite("chat_families", "policy_versions", "token_path", "train_helpers", "vllm_standin")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def no_sciworld_jvm_left_running():
