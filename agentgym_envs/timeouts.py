@@ -9,6 +9,10 @@ connection past either is answered 408 (when no reply is under way) and closed. 
 timers armed on phase changes, so a request costs a few attribute reads, not a timer per chunk.
 With `connections` (a `connections.ConnectionLimit`), the same phase changes tell it which connections
 wait for a request, idle or are being answered, so that it bounds the open connections.
+
+The protocol also writes each reply in one piece: uvicorn writes a reply's head and its body separately,
+two system calls and two TCP segments (the client may wake for the head alone); `_CoalescingTransport`
+holds a connection's writes until the reply is complete or the event loop's current turn ends.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ def timed_protocol(
         def connection_made(self, transport: Any) -> None:
             self._read_timer: asyncio.TimerHandle | None = None
             self._read_phase: str | None = None
-            super().connection_made(transport)
+            super().connection_made(_CoalescingTransport(transport, self.loop))
             if connections is not None and not connections.admit(self, _address(transport)):
                 return  # refused (answered and closed)
             self._arm(_HEAD)
@@ -81,6 +85,7 @@ def timed_protocol(
             self._watch()
 
         def on_response_complete(self) -> None:
+            self.transport.flush()  # the whole reply, head and body, in one write
             super().on_response_complete()
             self._watch(after_reply=True)
 
@@ -144,6 +149,61 @@ def timed_protocol(
             transport.close()
 
     return TimedHTTPProtocol
+
+
+class _CoalescingTransport:
+    """A connection's transport whose writes go out together: held until `flush` (the protocol's, when a reply
+    is complete) or the end of the event loop's current turn, whichever comes first, then written at once
+    and in order. Closing, aborting or ending the stream writes what is held first; everything else is the
+    real transport's."""
+
+    def __init__(self, transport: Any, loop: asyncio.AbstractEventLoop):
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] = []
+        self._flush_due = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        self._held.append(bytes(data))  # a copy: the caller may reuse a bytearray at once
+        if not self._flush_due:
+            self._flush_due = True
+            self._loop.call_soon(self._flush_soon)
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def flush(self) -> None:
+        """Write what is held, now."""
+        held = self._held
+        if held:
+            self._held = []
+            if not self._transport.is_closing():  # the peer left meanwhile: nothing to write to
+                self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def _flush_soon(self) -> None:
+        self._flush_due = False
+        self.flush()
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self.flush()
+        self._transport.abort()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(map(len, self._held))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def _address(transport: Any) -> Any:

@@ -152,15 +152,19 @@ class HTTPTransport:
         return int(rest[:3]), body, keep
 
     # ---- requests ---------------------------------------------------------------------------------
-    def request(self, method: str, path: str, body: Any = None, *, retries: int | None = None) -> Any:
+    def request(
+        self, method: str, path: str, body: Any = None, *, retries: int | None = None, encoded: bytes | None = None
+    ) -> Any:
         """Send one request; return the decoded JSON reply.
+
+        `encoded`: the body already encoded as `wire.dumps(body)` would (sent as it is, instead of `body`).
 
         Raises:
             ServerUnavailableError: No server answered after the retries.
             RemoteTimeoutError: The server did not answer within `timeout`.
             RemoteEnvError (or the env's own exception type, e.g. ValueError): an error reply.
         """
-        data = wire.dumps(body) if body is not None else b""
+        data = encoded if encoded is not None else wire.dumps(body) if body is not None else b""
         attempts = 1 + (self.retries if retries is None else retries)
         started = time.monotonic()
         for attempt in range(attempts):

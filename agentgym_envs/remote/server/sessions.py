@@ -350,15 +350,20 @@ class SessionManager:
 
         A failed call gets `{"ok": false, "status", "detail", "error_type"}` and fails alone.
         """
-        counts = Counter(call.session_id for call in calls)
-        repeated = {session_id: n for session_id, n in counts.items() if n > 1}
-        if repeated:
+        ids = [call.session_id for call in calls]
+        if len(set(ids)) != len(ids):
+            repeated = {session_id: n for session_id, n in Counter(ids).items() if n > 1}
             raise ApiError(422, f"a batch holds at most one call per session; repeated: {repeated}", "ValueError")
         results: list[bytes] = [b""] * len(calls)
         found: list[tuple[int, Session]] = []
-        for i, call in enumerate(calls):
+        sessions = self.sessions
+        for i, session_id in enumerate(ids):
+            session = sessions.get(session_id)
+            if session is not None:
+                found.append((i, session))
+                continue
             try:
-                found.append((i, self.get(call.session_id)))
+                self.get(session_id)  # raises the 404 saying why it is gone
             except ApiError as error:
                 results[i] = _batch_error(error)
 
