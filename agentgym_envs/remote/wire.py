@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import json.encoder as _json_encoder
+from math import isfinite as _isfinite
 from typing import Any
 
 from gymnasium.error import ResetNeeded
@@ -107,6 +108,36 @@ def dumps(payload: Any) -> bytes:
         except RecursionError:  # a cycle, or nesting past the stack: the checked encoder says which
             pass
     return _ENCODER.encode(payload).encode()
+
+
+def step_reply(observation: Any, reward: float, terminated: bool, truncated: bool, info: Any) -> bytes:
+    """`dumps` of a step's reply, `{"observation", "reward", "terminated", "truncated", "info"}`, the same bytes
+    written from a template when the observation is a text, the reward a finite float and the info a dict
+    (every text env's step): ~0.6 us less a step than encoding the outer object too."""
+    if (
+        _FAST is not None
+        and type(observation) is str
+        and type(reward) is float
+        and _isfinite(reward)
+        and type(terminated) is bool
+        and type(truncated) is bool
+        and type(info) is dict
+    ):
+        try:
+            info_text = "".join(_FAST(info, 0))
+        except RecursionError:  # a cycle: `dumps` says so
+            pass
+        else:
+            return (
+                f'{{"observation":{_json_encoder.encode_basestring_ascii(observation)},"reward":{float.__repr__(reward)},'
+                f'"terminated":{_BOOL_TEXT[terminated]},"truncated":{_BOOL_TEXT[truncated]},"info":{info_text}}}'
+            ).encode()
+    return dumps(
+        {"observation": observation, "reward": reward, "terminated": terminated, "truncated": truncated, "info": info}
+    )
+
+
+_BOOL_TEXT = {False: "false", True: "true"}
 
 
 class RemoteEnvError(RuntimeError):

@@ -118,15 +118,7 @@ class Session:
         self.observation, self.info = observation, info
         self.steps += 1
         self.episode_over = bool(terminated or truncated)
-        return wire.dumps(
-            {
-                "observation": observation,
-                "reward": float(reward),
-                "terminated": bool(terminated),
-                "truncated": bool(truncated),
-                "info": info,
-            }
-        )
+        return wire.step_reply(observation, float(reward), bool(terminated), bool(truncated), info)
 
     def do_make_expert(self) -> None:
         if self.observation is None:  # the envs raise RuntimeError here, which would read as a 500

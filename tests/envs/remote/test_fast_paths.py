@@ -267,3 +267,25 @@ def test_coalescing_transport_writes_once_in_order() -> None:
         assert gone.writes == []
 
     asyncio.run(main())
+
+
+def test_step_reply_gives_what_dumps_gives() -> None:
+    rng = random.Random(2)
+    odd_rewards = [0.0, -0.0, 1.0, 0.1, 1e16, 1e-300, float("nan"), float("inf"), -float("inf"), 2**60 + 0.5]
+    cycle: dict[str, Any] = {}
+    cycle["self"] = cycle
+    for _ in range(500):
+        observation = rng.choice([*ODD_TEXTS, None, 3, ["a"], np.str_("numpy text")])
+        reward = rng.choice([*odd_rewards, 1, np.float32(0.5), True])
+        terminated, truncated = rng.choice([True, False, np.bool_(True), 0]), rng.choice([True, False])
+        info = rng.choice([{str(k): _value(rng) for k in range(rng.randint(0, 6))}, None, [1, 2], {}])
+        payload = {
+            "observation": observation,
+            "reward": reward,
+            "terminated": terminated,
+            "truncated": truncated,
+            "info": info,
+        }
+        assert wire.step_reply(observation, reward, terminated, truncated, info) == wire.dumps(payload)
+    with pytest.raises(ValueError, match="Circular reference"):
+        wire.step_reply("o", 0.0, False, False, cycle)
