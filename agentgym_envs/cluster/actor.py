@@ -57,6 +57,19 @@ class EnvHost:
         self._busy += time.perf_counter() - started
         return out
 
+    def run_packed(self, ops: bytes) -> bytes:
+        """`run` with its operations and its results each pickled into one bytes object (the pool's calls).
+
+        Ray serializes a list of tuples with msgpack, handing each tuple to cloudpickle on its own, at
+        both ends of the call; one pickle of the whole list, which Ray ships as plain bytes, costs less
+        (issue 39: ~0.6 ms of a batched step of 64 BabyAI envs on 2 actors, measured step by step against
+        `run`). Pickled with Ray's cloudpickle, as Ray would (objects of `__main__` by value); the
+        pickling is not counted in `busy_seconds` (it is the call's cost, not the envs').
+        """
+        from ray import cloudpickle
+
+        return cloudpickle.dumps(self.run(pickle.loads(ops)), protocol=pickle.HIGHEST_PROTOCOL)
+
     def _make(self, key: int, spec: tuple[str, dict[str, Any], dict[str, Any] | None]) -> Any:
         import gymnasium as gym
 

@@ -27,6 +27,7 @@ import contextlib
 import ipaddress
 import itertools
 import os
+import pickle
 import threading
 import time
 from collections import defaultdict
@@ -39,6 +40,8 @@ from agentgym_envs.cluster.resources import ActorResources, resources_for
 WILDCARD_ADDRESSES = frozenset({"", "0.0.0.0", "::", "[::]"})
 #: Seconds between calls to an actor that Ray is restarting (resets wait for it).
 RESTART_POLL = 0.2
+#: Pickle protocol of a batch's operations and results (`EnvHost.run_packed`).
+PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 
 class EnvTimeoutError(TimeoutError):
@@ -434,20 +437,29 @@ class RayEnvPool:
         again until it is back or the time is up; a step is never repeated (it fails its episode).
         """
         ray = ray_module()
+        from ray import cloudpickle
+
         deadline = None if timeout is None else time.monotonic() + timeout
         todo: dict[_Actor, list[int]] = defaultdict(list)
         for i, env in enumerate(envs):
             todo[env.actor].append(i)
         results: list[Any] = [None] * len(envs)
         while todo:
-            calls = {actor.handle.run.remote([ops[i] for i in index]): (actor, index) for actor, index in todo.items()}
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, pending = ray.wait(list(calls), num_returns=len(calls), timeout=left)
+            calls = {}
+            for actor, index in todo.items():  # one bytes object each way (`EnvHost.run_packed`)
+                batch = cloudpickle.dumps([ops[i] for i in index], protocol=PROTOCOL)
+                calls[actor.handle.run_packed.remote(batch)] = (actor, index)
             todo = {}
-            for ref in ready:
+            pending = list(calls)
+            while pending:  # each batch's results as it comes, unpickled while the other actors still work
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                ready, pending = ray.wait(pending, num_returns=1, timeout=left)
+                if not ready:
+                    break
+                ref = ready[0]
                 actor, index = calls[ref]
                 try:
-                    values = ray.get(ref)
+                    values = pickle.loads(ray.get(ref))
                 except ray.exceptions.ActorUnavailableError as error:  # restarting, or unreachable for now
                     if wait_for_restarts and (deadline is None or time.monotonic() + RESTART_POLL < deadline):
                         todo[actor] = index
