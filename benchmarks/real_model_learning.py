@@ -31,7 +31,9 @@ another causal LM (e.g. Qwen2.5-0.5B-Instruct on a GPU). The stages (`run`), the
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
+import os
 import random
 import re
 import subprocess
@@ -158,12 +160,17 @@ class Recorder:
         self.write()
 
     def write(self) -> None:
-        # re-read first: settings run side by side each write only their own entry
-        if self.path.is_file():
-            self.document = json.loads(self.path.read_text())
-        self.document["settings"][self.name] = self.entry
+        # settings run side by side: each re-reads the file and writes only its own entry, under a lock,
+        # replacing the file whole so that a reader never sees it half written
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(self.document, indent=1) + "\n")
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.path.is_file():
+                self.document = json.loads(self.path.read_text())
+            self.document["settings"][self.name] = self.entry
+            partial = self.path.with_suffix(".partial")
+            partial.write_text(json.dumps(self.document, indent=1) + "\n")
+            os.replace(partial, self.path)
 
 
 def grpo_args(args: argparse.Namespace, env_id: str, output_dir: str) -> MultiTurnGRPOConfig:
@@ -175,8 +182,9 @@ def grpo_args(args: argparse.Namespace, env_id: str, output_dir: str) -> MultiTu
         max_turn_tokens=args.max_turn_tokens,
         max_completion_length=args.max_completion_length,
         num_generations=args.num_generations,
-        per_device_train_batch_size=args.num_generations * args.rl_tasks_per_step,
-        gradient_accumulation_steps=1,
+        per_device_train_batch_size=args.num_generations * args.rl_tasks_per_step // args.rl_micro_batches,
+        gradient_accumulation_steps=args.rl_micro_batches,
+        steps_per_generation=args.rl_micro_batches,  # one rollout batch, one optimiser step
         learning_rate=args.rl_lr,
         lr_scheduler_type="constant",
         warmup_steps=0,
@@ -227,6 +235,9 @@ def make_parser(description: str, out: Path) -> argparse.ArgumentParser:
     parser.add_argument("--sft-lr", type=float, default=5e-5)
     parser.add_argument("--rl-steps", type=int, default=12, help="0: stop after SFT (a start for --sft-from)")
     parser.add_argument("--rl-tasks-per-step", type=int, default=2)
+    parser.add_argument(
+        "--rl-micro-batches", type=int, default=1, help="a step's episodes in this many backward passes (memory)"
+    )
     parser.add_argument(
         "--turn-stages",
         type=int,
@@ -318,7 +329,7 @@ def run(
         for stage in ("zero_shot", "sft_training", "after_sft"):
             block = earlier["stages"][stage]
             rec.stage(stage, {**block, "from_setting": args.sft_from})
-            if "episodes" in block:
+            if stage != "sft_training":  # an evaluation: its episodes
                 results[stage] = summarize_episodes([{"return": 0.0, **row} for row in block["episodes"]])
         print(_row("after_sft (earlier)", earlier["stages"]["after_sft"]), flush=True)
     elif args.zero_shot_from:
