@@ -153,21 +153,30 @@ def timed_protocol(
 
 class _CoalescingTransport:
     """A connection's transport whose writes go out together: held until `flush` (the protocol's, when a reply
-    is complete) or the end of the event loop's current turn, whichever comes first, then written at once
-    and in order. Closing, aborting or ending the stream writes what is held first; everything else is the
-    real transport's."""
+    is complete), the end of the event loop's current turn or `HELD_BYTES` held, whichever comes first, then
+    written at once and in order (past `HELD_BYTES` the real transport's buffer and its flow control take
+    over, as without this). Closing, aborting or ending the stream writes what is held first; everything
+    else is the real transport's."""
+
+    #: Most bytes held before they are written anyway (a large or streamed reply goes out as it comes).
+    HELD_BYTES = 1 << 16
 
     def __init__(self, transport: Any, loop: asyncio.AbstractEventLoop):
         self._transport = transport
         self._loop = loop
         self._held: list[bytes] = []
+        self._size = 0
         self._flush_due = False
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
-        self._held.append(bytes(data))  # a copy: the caller may reuse a bytearray at once
-        if not self._flush_due:
+        data = bytes(data)  # a copy: the caller may reuse a bytearray at once
+        self._held.append(data)
+        self._size += len(data)
+        if self._size > self.HELD_BYTES:
+            self.flush()
+        elif not self._flush_due:
             self._flush_due = True
             self._loop.call_soon(self._flush_soon)
 
@@ -179,7 +188,7 @@ class _CoalescingTransport:
         """Write what is held, now."""
         held = self._held
         if held:
-            self._held = []
+            self._held, self._size = [], 0
             if not self._transport.is_closing():  # the peer left meanwhile: nothing to write to
                 self._transport.write(held[0] if len(held) == 1 else b"".join(held))
 
@@ -200,7 +209,7 @@ class _CoalescingTransport:
         self._transport.write_eof()
 
     def get_write_buffer_size(self) -> int:
-        return self._transport.get_write_buffer_size() + sum(map(len, self._held))
+        return self._transport.get_write_buffer_size() + self._size
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)

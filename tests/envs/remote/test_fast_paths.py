@@ -259,6 +259,11 @@ def test_coalescing_transport_writes_once_in_order() -> None:
         held.write(b"reply")
         held.abort()
         assert other.writes == [b"reply"] and other.aborted
+        big = _Recorder()
+        large = _CoalescingTransport(big, asyncio.get_running_loop())
+        large.write(b"h")
+        large.write(b"x" * _CoalescingTransport.HELD_BYTES)  # past the bound: written at once, in order
+        assert big.writes == [b"h" + b"x" * _CoalescingTransport.HELD_BYTES] and large.get_write_buffer_size() == 0
         gone = _Recorder()
         late = _CoalescingTransport(gone, asyncio.get_running_loop())
         late.write(b"never")
