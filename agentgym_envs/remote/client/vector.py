@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json.encoder
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,17 +35,26 @@ def stack_infos(infos: list[dict[str, Any] | None]) -> dict[str, Any]:
                 out[key] = _column(values)
             out[f"_{key}"] = everyone.copy()
         return out
+    return stack_any_infos(infos, stack_infos)
+
+
+def stack_any_infos(
+    infos: list[dict[str, Any] | None], nested: Callable[[list[Any]], dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """`stack_infos` for infos of any keys (sub-envs without a key or without an info), the general path;
+    nested dicts are batched by `nested` (default: this function)."""
+    nested = nested or stack_any_infos
     keys: dict[str, None] = {}
     for info in infos:
         if info:
             keys.update(dict.fromkeys(info))
-    out = {}
+    out: dict[str, Any] = {}
     for key in keys:
         present = [info is not None and key in info for info in infos]
         values = [info[key] if has else None for info, has in zip(infos, present, strict=True)]  # type: ignore[index]
         first = next(v for v, has in zip(values, present, strict=True) if has)
         if isinstance(first, dict):
-            out[key] = stack_infos([v if has else None for v, has in zip(values, present, strict=True)])
+            out[key] = nested([v if has else None for v, has in zip(values, present, strict=True)])
         else:
             out[key] = _filled(values, present, first)
         out[f"_{key}"] = np.array(present, dtype=np.bool_)

@@ -14,29 +14,10 @@ import pytest
 from agentgym_envs.remote import RemoteVectorEnv, wire
 from agentgym_envs.remote.client import env as client_env
 from agentgym_envs.remote.client.transport import HTTPTransport
-from agentgym_envs.remote.client.vector import _filled, stack_infos
+from agentgym_envs.remote.client.vector import stack_any_infos, stack_infos
 from agentgym_envs.timeouts import _CoalescingTransport
 
 ODD_TEXTS = ["inventory", "", "é", "\ud800", 'a"b\\c\n\t\x00', "🙂", "\u2028", "x" * 300]
-
-
-def _general_stack_infos(infos: list[dict[str, Any] | None]) -> dict[str, Any]:
-    """The one-pass batching without the common-case shortcut (what `stack_infos` did before it)."""
-    keys: dict[str, None] = {}
-    for info in infos:
-        if info:
-            keys.update(dict.fromkeys(info))
-    out: dict[str, Any] = {}
-    for key in keys:
-        present = [info is not None and key in info for info in infos]
-        values = [info[key] if has else None for info, has in zip(infos, present, strict=True)]  # type: ignore[index]
-        first = next(v for v, has in zip(values, present, strict=True) if has)
-        if isinstance(first, dict):
-            out[key] = _general_stack_infos([v if has else None for v, has in zip(values, present, strict=True)])
-        else:
-            out[key] = _filled(values, present, first)
-        out[f"_{key}"] = np.array(present, dtype=np.bool_)
-    return out
 
 
 def _same(a: Any, b: Any) -> None:
@@ -93,7 +74,7 @@ def test_stack_infos_shortcut_matches_the_general_batching() -> None:
                 for _ in range(n)
             ]
         try:
-            expected = _general_stack_infos(infos)
+            expected = stack_any_infos(infos)
         except Exception as error:  # e.g. a text after a float (no float array holds it), a list beside a dict
             with pytest.raises(type(error)):
                 stack_infos(infos)
@@ -171,7 +152,7 @@ def test_vector_step_results_are_batched_as_before() -> None:
     assert terminations.dtype == np.bool_ and terminations.tolist() == [False, True, False]
     assert truncations.tolist() == [False, False, True]
     assert envs._autoreset.tolist() == [False, True, True]
-    _same(infos, _general_stack_infos([step["info"] for step in steps]))
+    _same(infos, stack_any_infos([step["info"] for step in steps]))
 
 
 def test_vector_step_raises_the_first_failed_call_and_applies_nothing() -> None:
