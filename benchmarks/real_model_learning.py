@@ -175,6 +175,9 @@ class Recorder:
 
 def grpo_args(args: argparse.Namespace, env_id: str, output_dir: str) -> MultiTurnGRPOConfig:
     """The GRPO settings of a run: `--rl-tasks-per-step` tasks x `--num-generations` episodes a step."""
+    episodes = args.num_generations * args.rl_tasks_per_step
+    if episodes % args.rl_micro_batches:
+        raise ValueError(f"--rl-micro-batches {args.rl_micro_batches} does not divide a step's {episodes} episodes")
     return MultiTurnGRPOConfig(
         output_dir=output_dir,
         env_id=env_id,
@@ -182,7 +185,7 @@ def grpo_args(args: argparse.Namespace, env_id: str, output_dir: str) -> MultiTu
         max_turn_tokens=args.max_turn_tokens,
         max_completion_length=args.max_completion_length,
         num_generations=args.num_generations,
-        per_device_train_batch_size=args.num_generations * args.rl_tasks_per_step // args.rl_micro_batches,
+        per_device_train_batch_size=episodes // args.rl_micro_batches,
         gradient_accumulation_steps=args.rl_micro_batches,
         steps_per_generation=args.rl_micro_batches,  # one rollout batch, one optimiser step
         learning_rate=args.rl_lr,
@@ -254,6 +257,11 @@ def make_parser(description: str, out: Path) -> argparse.ArgumentParser:
     parser.add_argument("--work", default="/tmp/real_model_learning", help="scratch directory for trainer output")
     parser.add_argument("--out", default=str(out))
     return parser
+
+
+def stored_result(block: dict[str, Any]) -> EvalResult:
+    """An evaluation stage of the results file (its per-episode rows) read back for paired differences."""
+    return summarize_episodes([{"return": 0.0, **row} for row in block["episodes"]])  # older rows: failures, 0
 
 
 def reuse(rec: Recorder, name: str, same: tuple[str, ...]) -> dict[str, Any]:
@@ -330,11 +338,11 @@ def run(
             block = earlier["stages"][stage]
             rec.stage(stage, {**block, "from_setting": args.sft_from})
             if stage != "sft_training":  # an evaluation: its episodes
-                results[stage] = summarize_episodes([{"return": 0.0, **row} for row in block["episodes"]])
+                results[stage] = stored_result(block)
         print(_row("after_sft (earlier)", earlier["stages"]["after_sft"]), flush=True)
     elif args.zero_shot_from:
         block = reuse(rec, args.zero_shot_from, evaluation_keys)["stages"]["zero_shot"]
-        results["zero_shot"] = summarize_episodes([{"return": 0.0, **row} for row in block["episodes"]])
+        results["zero_shot"] = stored_result(block)
         rec.stage("zero_shot", {**block, "from_setting": args.zero_shot_from})
         print(_row("zero_shot (earlier)", block), flush=True)
     else:
